@@ -1,0 +1,14 @@
+"""The op registry: one OpDef per RLX op kind, one file per family."""
+
+FAMILIES = (
+    "leaves", "elementwise", "linalg", "reduction", "movement", "indexing",
+    "normalization", "attention", "conv", "control", "region", "custom",
+)
+
+
+def load_families():
+    """Import every family file; each registers its OpDefs explicitly."""
+    import importlib
+
+    for fam in FAMILIES:
+        importlib.import_module(f"{__name__}.{fam}")

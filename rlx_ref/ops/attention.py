@@ -1,0 +1,1 @@
+"""Family `attention` (being written)."""

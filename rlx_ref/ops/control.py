@@ -1,0 +1,1 @@
+"""Family `control` (being written)."""

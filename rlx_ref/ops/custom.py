@@ -1,0 +1,1 @@
+"""Family `custom` (being written)."""

@@ -1,0 +1,1 @@
+"""Family `indexing` (being written)."""

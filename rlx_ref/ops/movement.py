@@ -1,0 +1,1 @@
+"""Family `movement` (being written)."""

@@ -1,0 +1,3 @@
+import os
+
+os.environ.setdefault("RLX_REF_VERIFY", "1")
