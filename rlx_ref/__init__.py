@@ -1,13 +1,28 @@
 """rlx_ref: the Python reference stack for the RLX ML IR.
 
 Public API: the IR (``DType``, ``Shape``, ``Dyn``, ``Graph``, ``Op``), the DSL
-(``graph``), text form (``parse``), verifier (``verify``), oracle (``interpret``,
-``Session``) and the op registry (``opdefs``, ``opdef``).
+(``graph``, ``Node``), the text form (``parse``), the verifier (``verify``,
+``verify_or_raise``), the oracle (``interpret``, ``Session``) and the op registry
+(``opdef``, ``opdefs``, ``register_custom``).
 """
 from .ir.dtype import DType
 from .ir.shape import Dyn, Shape, ShapeError
-from .ir.graph import Graph, Node, Op
+from .ir.graph import Graph, Op
+from .ir.builder import BuildError, install_registry_methods
+from .ir.dsl import GraphBuilder, Node, graph
+from .ir.text import TextParseError, parse
+from .ir.verify import GraphVerifyError, verify, verify_or_raise
+from .interpret import InterpretError, Interpreter, interpret
+from .runtime.session import CompiledGraph, Session, SessionError
+from .ops.opdef import OpDef, all_opdefs as opdefs, get as opdef
+
+install_registry_methods(Graph)
 
 __version__ = "0.1.0"
 
-__all__ = ["DType", "Dyn", "Shape", "ShapeError", "Graph", "Node", "Op", "__version__"]
+__all__ = [
+    "DType", "Dyn", "Shape", "ShapeError", "Graph", "Op", "BuildError", "GraphBuilder",
+    "Node", "graph", "TextParseError", "parse", "GraphVerifyError", "verify",
+    "verify_or_raise", "InterpretError", "Interpreter", "interpret", "CompiledGraph",
+    "Session", "SessionError", "OpDef", "opdefs", "opdef", "__version__",
+]

@@ -188,3 +188,6 @@ def _install_builder():
     for name, fn in vars(BuilderMethods).items():
         if not name.startswith("__"):
             setattr(Graph, name, fn)
+
+
+_install_builder()

@@ -1,0 +1,350 @@
+"""Elementwise binary/ternary ops: Binary, Compare, Where, Fma, Clamp (family `elementwise`).
+
+Binary and Compare are tables of scalar formulas, one row per RLX sub-kind.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from ..ir.dtype import DType
+from ..ir.shape import Shape, broadcast, broadcast_dims
+from .codec import F32, Enum, attr
+from .elementwise import _SPECIAL, EW, _up, cast_array
+from .opdef import Caps, OpDef, OpError, Sample, register, want
+
+# ── Binary ────────────────────────────────────────────────────────────────
+
+def _int_div(a, b):
+    if np.any(b == 0):
+        raise OpError("integer division by zero")
+    q = np.abs(a) // np.abs(b)
+    return np.where((a < 0) ^ (b < 0), -q, q).astype(np.result_type(a, b))
+
+
+def _int_mod(a, b):
+    if np.any(b == 0):
+        raise OpError("integer modulo by zero")
+    return np.fmod(a, b)
+
+
+def _int_pow(a, b):
+    if np.any(b < 0):
+        raise OpError("integer Pow with a negative exponent")
+    return np.power(a, b)
+
+
+def _as_i64(x):
+    if x.dtype.kind in "fV":
+        return cast_array(x, DType.I64)
+    return x.astype(np.int64)
+
+
+def _bitwise(fn):
+    def run(a, b):
+        if a.dtype.kind in "iub":
+            return fn(a, b)
+        return fn(_as_i64(a), _as_i64(b)).astype(a.dtype)
+    return run
+
+
+def _shift(left):
+    def run(a, b):
+        if a.dtype.kind in "iu":
+            bits = a.dtype.itemsize * 8
+            n = (b.astype(np.int64) % bits).astype(a.dtype)
+            return np.left_shift(a, n) if left else np.right_shift(a, n)
+        ai, n = _as_i64(a), _as_i64(b) % 64
+        return (np.left_shift(ai, n) if left else np.right_shift(ai, n)).astype(a.dtype)
+    return run
+
+
+# name -> (formula, float impl, int impl or None (float only))
+BINARIES = {
+    "Add": ("a + b (integers wrap)", np.add, np.add),
+    "Sub": ("a - b (integers wrap)", np.subtract, np.subtract),
+    "Mul": ("a · b (integers wrap)", np.multiply, np.multiply),
+    "Div": ("a / b; integers truncate toward zero and divide-by-zero is an error",
+            np.divide, _int_div),
+    "Max": ("max(a, b); a NaN operand yields the other operand", np.fmax, np.maximum),
+    "Min": ("min(a, b); a NaN operand yields the other operand", np.fmin, np.minimum),
+    "Pow": ("a^b (IEEE pow)", np.power, _int_pow),
+    "Mod": ("C fmod: a - trunc(a/b)·b, the sign of a", np.fmod, _int_mod),
+    "BitAnd": ("a & b on integer values (floats truncate to i64 first)",
+               _bitwise(np.bitwise_and), _bitwise(np.bitwise_and)),
+    "BitOr": ("a | b", _bitwise(np.bitwise_or), _bitwise(np.bitwise_or)),
+    "BitXor": ("a ^ b", _bitwise(np.bitwise_xor), _bitwise(np.bitwise_xor)),
+    "Shl": ("a << (b mod bit width)", _shift(True), _shift(True)),
+    "Shr": ("a >> (b mod bit width), arithmetic for signed", _shift(False), _shift(False)),
+    "Atan2": ("atan2(a, b): the angle of the point (b, a)", np.arctan2, None),
+}
+BINARY_ENUM = Enum("BinaryOp", units=tuple(BINARIES))
+_BITWISE = ("BitAnd", "BitOr", "BitXor", "Shl", "Shr")
+
+
+@dataclass(frozen=True)
+class BinaryAttrs:
+    op: str = attr(BINARY_ENUM, doc="which binary function")
+
+
+def _check_same_dtype(shapes, what):
+    a, b = shapes[0].dtype, shapes[1].dtype
+    want(a == b, f"(C2) {what} operands must share one dtype, got {a} and {b}; "
+                 "insert a Cast (DType.promote gives the common dtype)")
+
+
+def _check_binary(shapes, a, out):
+    want(a.op in BINARIES, f"(C1) unknown binary op {a.op!r}")
+    _check_same_dtype(shapes, a.op)
+    dt = shapes[0].dtype
+    if dt.is_bool:
+        want(a.op in ("BitAnd", "BitOr", "BitXor", "Max", "Min"),
+             f"(C3) {a.op} is not defined on bool tensors")
+    if dt.is_int:
+        want(BINARIES[a.op][2] is not None, f"(C3) {a.op} is defined on floats only, got {dt}")
+    if dt.is_complex:
+        want(a.op in ("Add", "Sub", "Mul", "Div"), f"(C3) {a.op} is undefined for complex")
+
+
+def _ref_binary(ctx, a, b):
+    _, f_float, f_int = BINARIES[ctx.attrs.op]
+    if a.dtype.kind in "iub":
+        return np.asarray(f_int(a, b)).astype(ctx.out_np)
+    with np.errstate(all="ignore"):
+        return np.asarray(f_float(_up(a), _up(b))).astype(ctx.out_np)
+
+
+def _pair_samples(rng, attrs, ints=True, floats=True):
+    x = rng.standard_normal((2, 3)).astype(np.float32) * 2
+    out = []
+    if floats:
+        out += [
+            Sample((x, rng.standard_normal((2, 3)).astype(np.float32) + 0.5), attrs),
+            Sample((x, rng.standard_normal(3).astype(np.float32) + 0.5), attrs,
+                   tags=("broadcast",)),
+            Sample((rng.standard_normal((3, 1)).astype(np.float32),
+                    rng.standard_normal((1, 4)).astype(np.float32)), attrs,
+                   tags=("broadcast", "size-1")),
+            Sample((x, np.float32(1.5)), attrs, tags=("0-d", "broadcast")),
+            Sample((_SPECIAL, _SPECIAL[::-1].copy()), attrs, tags=("inf", "nan", "±0")),
+            Sample((np.zeros((0, 3), np.float32), np.ones(3, np.float32)), attrs,
+                   tags=("empty",)),
+            Sample((rng.standard_normal(5), rng.standard_normal(5) + 2.0), attrs, tags=("f64",)),
+        ]
+    if ints:
+        b = np.array([2, 2, -3, 4, 3], np.int32)
+        if getattr(attrs, "op", "") in ("Pow", "Shl", "Shr"):
+            b = np.abs(b)
+        out.append(Sample((np.array([7, -7, 5, -9, 0], np.int32), b), attrs, tags=("int",)))
+    return out
+
+
+def _binary_samples(rng):
+    out = []
+    for name, (_, _, f_int) in BINARIES.items():
+        out += _pair_samples(rng, BinaryAttrs(name), ints=f_int is not None)
+    return out
+
+
+def _broadcast_infer(shapes, a):
+    return broadcast(shapes[0], shapes[1])
+
+
+register(OpDef(
+    kind="Binary", family="elementwise", attrs=BinaryAttrs, payload="newtype", arity=2,
+    caps=EW, infer=_broadcast_infer, check=_check_binary, reference=_ref_binary,
+    input_names=("a", "b"),
+    doc="Applies one binary function elementwise with NumPy broadcasting (dims align from "
+        "the right; size-1 and missing dims stretch). The output dtype is the operands' "
+        "dtype. The 14 functions:\n\n" + "\n".join(f"- `{k}`: {v[0]}" for k, v in
+                                                 BINARIES.items()),
+    constraints=("C1: `op` is one of the 14 RLX binary ops.",
+                 "C2: both operands have the same dtype (RLX infers the left one's).",
+                 "C3: Atan2 is float-only; complex takes only Add/Sub/Mul/Div; bool takes only "
+                 "BitAnd/BitOr/BitXor/Max/Min.",
+                 "C4: the operand shapes broadcast."),
+    samples=_binary_samples,
+    notes="Integer Div/Mod by zero is an error rather than undefined behaviour.",
+))
+
+
+# ── Compare ───────────────────────────────────────────────────────────────
+
+COMPARES = {"Eq": np.equal, "Ne": np.not_equal, "Lt": np.less, "Le": np.less_equal,
+            "Gt": np.greater, "Ge": np.greater_equal}
+COMPARE_ENUM = Enum("CmpOp", units=tuple(COMPARES))
+
+
+@dataclass(frozen=True)
+class CompareAttrs:
+    op: str = attr(COMPARE_ENUM, doc="which comparison")
+
+
+def _check_compare(shapes, a, out):
+    want(a.op in COMPARES, f"(C1) unknown comparison {a.op!r}")
+    _check_same_dtype(shapes, a.op)
+
+
+def _compare_samples(rng):
+    out = []
+    for name in COMPARES:
+        out += _pair_samples(rng, CompareAttrs(name))
+        out.append(Sample((np.array([1.0, 2.0, 2.0], np.float32),
+                           np.array([2.0, 2.0, 1.0], np.float32)), CompareAttrs(name),
+                          tags=("ties",)))
+    return out
+
+
+register(OpDef(
+    kind="Compare", family="elementwise", attrs=CompareAttrs, payload="newtype", arity=2,
+    caps=EW, check=_check_compare,
+    infer=lambda s, a: broadcast(s[0], s[1]).with_dtype(DType.BOOL),
+    reference=lambda ctx, a, b: COMPARES[ctx.attrs.op](a, b),
+    doc="Compares elementwise with broadcasting and returns a bool tensor. IEEE rules: every "
+        "comparison with NaN is false except `Ne`, which is true; -0 == +0.",
+    constraints=("C1: `op` is Eq, Ne, Lt, Le, Gt or Ge.",
+                 "C2: both operands have the same dtype.", "C3: the shapes broadcast."),
+    samples=_compare_samples,
+))
+
+
+# ── Where, Fma, Clamp ─────────────────────────────────────────────────────
+
+def _check_where(shapes, a, out):
+    c, t, f = shapes
+    want(t.dtype == f.dtype, f"(C1) Where branches must share one dtype, got {t.dtype} and "
+                             f"{f.dtype}")
+
+
+def _infer_where(shapes, a):
+    c, t, f = shapes
+    return Shape(broadcast_dims(c.dims, broadcast_dims(t.dims, f.dims)), t.dtype)
+
+
+def _where_samples(rng):
+    cond = np.array([[True, False, True], [False, False, True]])
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    return [
+        Sample((cond, x, -x), None),
+        Sample((cond, x, np.float32(0.0)), None, tags=("broadcast", "0-d")),
+        Sample((np.array([1.0, 0.0, -0.0, np.nan], np.float32), np.ones(4, np.float32),
+                np.zeros(4, np.float32)), None, tags=("numeric-cond", "nan", "±0")),
+        Sample((np.array([True]), np.arange(3, dtype=np.int32), np.zeros(3, np.int32)), None,
+               tags=("int", "size-1")),
+        Sample((np.zeros(0, bool), np.zeros(0, np.float32), np.zeros(0, np.float32)), None,
+               tags=("empty",)),
+    ]
+
+
+register(OpDef(
+    kind="Where", family="elementwise", arity=3, caps=Caps.ELEMENTWISE, check=_check_where,
+    infer=_infer_where, input_names=("cond", "on_true", "on_false"),
+    reference=lambda ctx, c, t, f: np.where(c != 0, t, f),
+    doc="Selects `on_true` where `cond` is non-zero and `on_false` elsewhere, with "
+        "broadcasting over all three operands. `cond` may be bool or numeric (NaN counts as "
+        "true, -0 as false).",
+    constraints=("C1: on_true and on_false share one dtype, which is the output dtype.",
+                 "C2: the three shapes broadcast."),
+    samples=_where_samples,
+))
+
+
+def _fma_exact(a, b, c, dtype):
+    """a·b + c rounded once: exact rational arithmetic per element (f64 inputs)."""
+    out = np.empty(a.shape, np.float64)
+    for idx in np.ndindex(a.shape):
+        x, y, z = float(a[idx]), float(b[idx]), float(c[idx])
+        if not all(map(math.isfinite, (x, y, z))):
+            out[idx] = x * y + z
+        else:
+            out[idx] = float(Fraction(x) * Fraction(y) + Fraction(z))
+    return out.astype(dtype)
+
+
+def _ref_fma(ctx, a, b, c):
+    a, b, c = np.broadcast_arrays(a, b, c)
+    if a.dtype.kind in "iu":
+        return a * b + c
+    if a.dtype == np.float64:
+        return _fma_exact(a, b, c, np.float64)
+    # products of two ≤24-bit significands are exact in f64; one more rounding to f64
+    # is then rounded to the target (double rounding is rare and within 0.5 ulp + ε).
+    with np.errstate(all="ignore"):
+        r = a.astype(np.float64) * b.astype(np.float64) + c.astype(np.float64)
+    return r.astype(ctx.out_np)
+
+
+def _check_fma(shapes, a, out):
+    dts = {s.dtype for s in shapes}
+    want(len(dts) == 1, f"(C1) Fma operands must share one dtype, got "
+                        f"{', '.join(str(s.dtype) for s in shapes)}")
+    want(not shapes[0].dtype.is_bool, "(C1) Fma is not defined on bool")
+
+
+def _fma_samples(rng):
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    return [
+        Sample((x, x[::-1].copy(), np.ones((3, 4), np.float32)), None),
+        Sample((x, np.float32(2.0), rng.standard_normal(4).astype(np.float32)), None,
+               tags=("broadcast", "0-d")),
+        Sample((np.array([1 + 2**-23], np.float64), np.array([1 - 2**-23], np.float64),
+                np.array([-1.0])), None, tags=("single-rounding", "f64")),
+        Sample((np.array([2, -3], np.int32), np.array([4, 5], np.int32),
+                np.array([1, 1], np.int32)), None, tags=("int",)),
+        Sample((_SPECIAL, _SPECIAL, _SPECIAL[::-1].copy()), None, tags=("inf", "nan")),
+    ]
+
+
+register(OpDef(
+    kind="Fma", family="elementwise", arity=3, caps=Caps.ELEMENTWISE, check=_check_fma,
+    infer=lambda s, a: Shape(broadcast_dims(broadcast_dims(s[0].dims, s[1].dims), s[2].dims),
+                             s[0].dtype),
+    input_names=("a", "b", "c"), reference=_ref_fma,
+    doc="Fused multiply-add `a·b + c` with one rounding, elementwise with broadcasting.",
+    constraints=("C1: the three operands share one dtype (not bool).",
+                 "C2: the shapes broadcast."),
+    samples=_fma_samples,
+    notes="RLX's native CPU kernel needs equal shapes; backends without Fma lower it to Mul + "
+          "Add, which rounds twice.",
+))
+
+
+@dataclass(frozen=True)
+class ClampAttrs:
+    min: float = attr(F32, doc="lower bound")
+    max: float = attr(F32, doc="upper bound")
+
+
+def _ref_clamp(ctx, x):
+    lo, hi = ctx.attrs.min, ctx.attrs.max
+    if x.dtype.kind in "iu":
+        info = np.iinfo(x.dtype)
+        lo_i = int(np.clip(math.ceil(lo), info.min, info.max))
+        hi_i = int(np.clip(math.floor(hi), info.min, info.max))
+        return np.minimum(np.maximum(x, lo_i), hi_i).astype(x.dtype)
+    y = _up(x)
+    return np.fmin(np.fmax(y, y.dtype.type(lo)), y.dtype.type(hi)).astype(x.dtype)
+
+
+def _clamp_samples(rng):
+    return [
+        Sample((rng.standard_normal(11).astype(np.float32) * 2,), ClampAttrs(-1.0, 1.0)),
+        Sample((_SPECIAL,), ClampAttrs(-1.0, 2.0), tags=("nan", "inf")),
+        Sample((np.array([-5, 0, 5], np.int32),), ClampAttrs(-1.5, 2.5), tags=("int",)),
+        Sample((np.float32(4.0),), ClampAttrs(0.0, 1.0), tags=("0-d",)),
+        Sample((np.arange(3, dtype=np.float32),), ClampAttrs(2.0, 1.0), tags=("lo>hi",)),
+    ]
+
+
+register(OpDef(
+    kind="Clamp", family="elementwise", attrs=ClampAttrs, payload="struct", arity=1,
+    infer=lambda s, a: s[0], reference=_ref_clamp,
+    check=lambda s, a, o: want(not s[0].dtype.is_bool, "(C1) Clamp is not defined on bool"),
+    doc="`min(max(x, min), max)` elementwise with the NaN-ignoring max/min, so NaN becomes "
+        "`min` (then `max` if min > max). Integer tensors clamp to the bounds rounded inward.",
+    constraints=("C1: the input is numeric (not bool).",),
+    samples=_clamp_samples,
+))

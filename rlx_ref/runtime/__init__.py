@@ -1,0 +1,1 @@
+"""Runtime: sessions that compile graphs for a device and run them."""

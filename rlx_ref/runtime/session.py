@@ -1,0 +1,126 @@
+"""``Session(device).compile(graph)`` → a compiled graph with set_param / run / run_flat.
+
+The reference device runs the oracle interpreter. Inputs are checked by name, shape and
+dtype before anything runs; dynamic dims bind consistently across inputs.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..interpret import Interpreter
+from ..ir.dtype import DType
+from ..ir.graph import Graph
+from ..ir.shape import Dyn
+from ..ir.verify import verify_or_raise
+
+DEVICES = ("reference",)
+
+
+class SessionError(ValueError):
+    """Bad use of a compiled graph: unknown/missing names, wrong shapes or dtypes."""
+
+
+class Session:
+    """A device to compile graphs for. ``device="reference"`` (alias ``cpu-ref``)."""
+
+    def __init__(self, device: str = "reference", float64: bool = False):
+        if device not in DEVICES + ("cpu-ref",):
+            raise SessionError(f"unknown device {device!r}; available: {', '.join(DEVICES)}")
+        self.device = "reference"
+        self.float64 = float64
+
+    def compile(self, graph: Graph) -> "CompiledGraph":
+        verify_or_raise(graph)
+        return CompiledGraph(graph, self.float64)
+
+    def __repr__(self) -> str:
+        return f"Session(device={self.device!r})"
+
+
+class CompiledGraph:
+    """A verified graph bound to the oracle; params persist across runs."""
+
+    def __init__(self, graph: Graph, float64: bool = False):
+        self.graph = graph
+        self.device = "reference"
+        self._interp = Interpreter(graph, float64, verify=False)
+        self._inputs = {n.attrs.name: n.shape for n in graph.input_nodes()}
+        self._params_decl = {n.attrs.name: n.shape for n in graph.param_nodes()}
+        self._params: dict = {}
+
+    @property
+    def input_names(self) -> list[str]:
+        return list(self._inputs)
+
+    @property
+    def param_names(self) -> list[str]:
+        return list(self._params_decl)
+
+    def set_param(self, name: str, data) -> None:
+        """Bind a weight; its shape and dtype must match the Param's declaration."""
+        if name not in self._params_decl:
+            raise SessionError(f"graph @{self.graph.name} has no param {name!r}; params: "
+                               f"{', '.join(self._params_decl) or '(none)'}")
+        arr = np.asarray(data)
+        self._check(name, arr, self._params_decl[name], "param", {})
+        self._params[name] = arr
+
+    def run(self, inputs: dict) -> list:
+        """Outputs (list of arrays) for ``{input name: array}``."""
+        unknown = [k for k in inputs if k not in self._inputs]
+        if unknown:
+            raise SessionError(f"unknown input {unknown[0]!r}; inputs of @{self.graph.name}: "
+                               f"{', '.join(self._inputs) or '(none)'}")
+        missing = [k for k in self._inputs if k not in inputs]
+        if missing:
+            raise SessionError(f"missing input {missing[0]!r} "
+                               f"(declared {self._inputs[missing[0]]})")
+        unset = [k for k in self._params_decl if k not in self._params]
+        if unset:
+            raise SessionError(f"param {unset[0]!r} is not set; call set_param first")
+        bound: dict = {}
+        arrays = {}
+        for k, decl in self._inputs.items():
+            arr = np.asarray(inputs[k])
+            self._check(k, arr, decl, "input", bound)
+            arrays[k] = arr
+        return self._interp.run(arrays, self._params)
+
+    def run_flat(self, inputs: dict) -> list:
+        """Like ``run`` but inputs may be flat (reshaped by declaration); outputs are 1-D."""
+        shaped = {}
+        for k, v in inputs.items():
+            decl = self._inputs.get(k)
+            arr = np.asarray(v)
+            if decl is not None and decl.is_static and arr.ndim == 1:
+                if arr.size != decl.numel:
+                    raise SessionError(f"input {k!r} has {arr.size} elements, expected "
+                                       f"{decl.numel} for {decl}")
+                arr = arr.reshape(decl.dims)
+            shaped[k] = arr
+        return [o.reshape(-1) for o in self.run(shaped)]
+
+    def _check(self, name, arr, decl, what, bound):
+        try:
+            dt = DType.of(arr)
+        except TypeError:
+            dt = None
+        if dt != decl.dtype:
+            raise SessionError(f"{what} {name!r} has dtype {arr.dtype}, expected {decl.dtype}")
+        if arr.ndim != decl.rank:
+            raise SessionError(f"{what} {name!r} has shape {list(arr.shape)} (rank "
+                               f"{arr.ndim}), expected {decl.dims_text()}")
+        for i, (d, n) in enumerate(zip(decl.dims, arr.shape)):
+            if isinstance(d, Dyn):
+                if bound.setdefault(d.sym, n) != n:
+                    raise SessionError(f"{what} {name!r} dim {i} is {n} but ?{d.sym} is "
+                                       f"already bound to {bound[d.sym]}")
+            elif d != n:
+                raise SessionError(f"{what} {name!r} has shape {list(arr.shape)}, expected "
+                                   f"{decl.dims_text()}")
+
+    def capabilities(self) -> dict:
+        return {"clone": False, "typed_io": True}
+
+    def __repr__(self) -> str:
+        return f"<CompiledGraph @{self.graph.name} on {self.device}>"

@@ -1,0 +1,83 @@
+"""The verifier's three layers and its `at %N: message` format."""
+import pytest
+
+from rlx_ref import DType, Graph, GraphVerifyError, Op, Shape, verify, verify_or_raise
+from rlx_ref.ops.elementwise import ActivationAttrs, BinaryAttrs
+from rlx_ref.ops.leaves import Named
+
+F = DType.F32
+
+
+def _inp(g, name, dims, dt=F):
+    return g.add_node(Op("Input", Named(name)), [], Shape(dims, dt))
+
+
+def test_clean_graph_has_no_errors():
+    g = Graph("ok")
+    a = _inp(g, "a", [2, 3])
+    b = _inp(g, "b", [3])
+    g.set_outputs([g.add_node(Op("Binary", BinaryAttrs("Add")), [a, b], Shape([2, 3], F))])
+    assert verify(g) == []
+
+
+def test_structure_dangling_and_non_dag_operands():
+    g = Graph("bad")
+    _inp(g, "a", [2])
+    g.add_node_unchecked(Op("Activation", ActivationAttrs("Relu")), [5], Shape([2], F))
+    g.add_node_unchecked(Op("Activation", ActivationAttrs("Relu")), [2], Shape([2], F))
+    g.outputs = [9]
+    msgs = [str(e) for e in verify(g)]
+    assert "at %1: input %5 references non-existent node (graph has 3 nodes)" in msgs
+    assert "at %2: input %2 is not before %2: graph is not a DAG" in msgs
+    assert "output %9 references non-existent node" in msgs
+
+
+def test_arity_and_leaf_rules():
+    g = Graph("arity")
+    a = _inp(g, "a", [2])
+    g.add_node_unchecked(Op("Binary", BinaryAttrs("Add")), [a], Shape([2], F))
+    g.add_node_unchecked(Op("Input", Named("z")), [a], Shape([2], F))
+    msgs = [str(e) for e in verify(g)]
+    assert "at %1: Binary expects 2 inputs, got 1" in msgs
+    assert "at %2: Input is a graph leaf but has 1 operand(s)" in msgs
+
+
+def test_op_local_rule_cites_constraint():
+    g = Graph("dt")
+    a = _inp(g, "a", [2])
+    b = _inp(g, "b", [2], DType.I32)
+    g.add_node_unchecked(Op("Binary", BinaryAttrs("Add")), [a, b], Shape([2], F))
+    (e,) = verify(g)
+    assert e.node == 2 and "(C2)" in e.message and "f32 and i32" in e.message
+
+
+def test_declared_shape_is_checked_against_inference():
+    g = Graph("shape")
+    a = _inp(g, "a", [2, 3])
+    g.add_node_unchecked(Op("Activation", ActivationAttrs("Relu")), [a], Shape([3, 2], F))
+    (e,) = verify(g)
+    assert str(e).startswith("at %1: shape mismatch: declared [3, 2] f32, inferred [2, 3] f32")
+
+
+def test_rank0_and_one_element_shapes_are_compatible():
+    g = Graph("scalar")
+    a = _inp(g, "a", [])
+    g.add_node_unchecked(Op("Activation", ActivationAttrs("Relu")), [a], Shape([1], F))
+    assert verify(g) == []
+
+
+def test_unbroadcastable_operands_are_reported():
+    g = Graph("bc")
+    a = _inp(g, "a", [2, 3])
+    b = _inp(g, "b", [4])
+    g.add_node_unchecked(Op("Binary", BinaryAttrs("Add")), [a, b], Shape([2, 3], F))
+    (e,) = verify(g)
+    assert e.node == 2 and "cannot broadcast [2, 3] with [4]" in e.message
+
+
+def test_verify_or_raise_lists_every_error():
+    g = Graph("many")
+    g.add_node_unchecked(Op("Activation", ActivationAttrs("Relu")), [3], Shape([2], F))
+    g.add_node_unchecked(Op("Activation", ActivationAttrs("Relu")), [7], Shape([2], F))
+    with pytest.raises(GraphVerifyError, match=r"2 errors"):
+        verify_or_raise(g)
