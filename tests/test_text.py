@@ -140,8 +140,21 @@ def test_f32_payload_prints_like_serde():
     g = Graph("c")
     x = g.input("x", [2])
     g.set_outputs([g.op("Clamp", [x], ClampAttrs(-1.0, 1e-5))])
-    assert '{"Clamp":{"min":-1.0,"max":1e-5}}' in g.to_text()
+    assert '{"Clamp":{"min":-1.0,"max":0.00001}}' in g.to_text()
     assert parse(g.to_text()) == g
+
+
+@pytest.mark.parametrize("v,f32,f64", [
+    (1e-5, "0.00001", "0.00001"), (1e-6, "0.000001", "1e-6"), (1e-7, "1e-7", "1e-7"),
+    (0.5, "0.5", "0.5"), (-0.0, "-0.0", "-0.0"), (100.0, "100.0", "100.0"),
+    (1e12, "1000000000000.0", "1000000000000.0"), (1e13, "1e13", "10000000000000.0"),
+    (1e17, "1e17", "1e17"), (123.456, "123.456", "123.456"), (1.5e-7, "1.5e-7", "1.5e-7"),
+    (3.4028235e38, "3.4028235e38", "3.4028235e38"), (0.1, "0.1", "0.1"),
+])
+def test_floats_print_as_serde_json_ryu(v, f32, f64):
+    from rlx_ref.ops.codec import format_f32, format_f64
+
+    assert format_f32(v) == f32 and format_f64(v) == f64
 
 
 _ACTS = ["Relu", "Gelu", "Neg", "Exp", "Tanh"]

@@ -14,6 +14,11 @@ class Op:
     kind: str
     attrs: Any = None
 
+    def __post_init__(self):
+        from ..ops.codec import normalize_attrs
+
+        object.__setattr__(self, "attrs", normalize_attrs(self.attrs))
+
     @property
     def opdef(self):
         from ..ops.opdef import get

@@ -28,6 +28,10 @@ class Codec:
     def from_json(self, j):
         return j
 
+    def normalize(self, v):
+        """The value as it will read back from JSON (e.g. an f32 field rounded to f32)."""
+        return v
+
     def describe(self) -> str:
         return self.name
 
@@ -60,6 +64,11 @@ class _Float(Codec):
 
     def to_json(self, v):
         return F32Json(v) if self.f32 else float(v)
+
+    def normalize(self, v):
+        if isinstance(v, (int, float, np.floating)) and not isinstance(v, bool):
+            return float(np.float32(v)) if self.f32 else float(v)
+        return v
 
 
 class F32Json(float):
@@ -97,6 +106,9 @@ class ListOf(Codec):
     def to_json(self, v):
         return [self.item.to_json(x) for x in v]
 
+    def normalize(self, v):
+        return tuple(self.item.normalize(x) for x in v) if isinstance(v, (list, tuple)) else v
+
 
 class TupleOf(Codec):
     """A fixed-length Rust tuple or array, e.g. ``[usize; 2]``."""
@@ -113,6 +125,11 @@ class TupleOf(Codec):
     def to_json(self, v):
         return [c.to_json(x) for c, x in zip(self.items, v)]
 
+    def normalize(self, v):
+        if isinstance(v, (list, tuple)) and len(v) == len(self.items):
+            return tuple(c.normalize(x) for c, x in zip(self.items, v))
+        return v
+
 
 class Optional(Codec):
     def __init__(self, item: Codec):
@@ -124,6 +141,9 @@ class Optional(Codec):
 
     def to_json(self, v):
         return None if v is None else self.item.to_json(v)
+
+    def normalize(self, v):
+        return None if v is None else self.item.normalize(v)
 
 
 class Enum(Codec):
@@ -245,6 +265,22 @@ def attr(codec: Codec, default=dataclasses.MISSING, doc: str = ""):
     return dataclasses.field(default=default, metadata=md)
 
 
+def normalize_attrs(attrs):
+    """A copy of ``attrs`` whose field values equal what the text form reads back."""
+    if attrs is None or not dataclasses.is_dataclass(attrs):
+        return attrs
+    changes = {}
+    for f in dataclasses.fields(attrs):
+        codec = f.metadata.get("codec")
+        if codec is None:
+            continue
+        v = getattr(attrs, f.name)
+        n = codec.normalize(v)
+        if n is not v and n != v or type(n) is not type(v):
+            changes[f.name] = n
+    return dataclasses.replace(attrs, **changes) if changes else attrs
+
+
 def fields_of(attrs_cls) -> list:
     return list(dataclasses.fields(attrs_cls))
 
@@ -279,32 +315,41 @@ def attrs_from_json(attrs_cls, j, kind: str):
     return attrs_cls(**kwargs)
 
 
+def _ryu(sci: str, hi: int, lo: int) -> str:
+    """Lay out shortest digits as Rust's ryu does (serde_json's printer): plain notation
+    for decimal exponents in (lo, hi], scientific otherwise (f32: 13/-6, f64: 16/-5)."""
+    sign = "-" if sci.startswith("-") else ""
+    mant, exp = sci.lstrip("-").split("e")
+    digits = mant.replace(".", "").rstrip("0") or "0"
+    if digits == "0":
+        return sign + "0.0"
+    kk = int(exp) + 1                       # value = 0.digits × 10^kk
+    n = len(digits)
+    if n <= kk <= hi:
+        body = digits + "0" * (kk - n) + ".0"
+    elif 0 < kk <= hi:
+        body = digits[:kk] + "." + digits[kk:]
+    elif lo < kk <= 0:
+        body = "0." + "0" * (-kk) + digits
+    elif n == 1:
+        body = f"{digits}e{kk - 1}"
+    else:
+        body = f"{digits[0]}.{digits[1:]}e{kk - 1}"
+    return sign + body
+
+
 def format_f32(v: float) -> str:
-    """Shortest decimal that round-trips through f32, in serde_json's (ryu) style."""
+    """Shortest decimal that round-trips through f32, laid out as serde_json prints it."""
     if math.isnan(v) or math.isinf(v):
         return "null"
-    s = np.format_float_positional(np.float32(v), unique=True, trim="0")
-    e = abs(np.float32(v))
-    if e != 0 and (e < 1e-5 or e >= 1e16):
-        s = np.format_float_scientific(np.float32(v), unique=True, trim="-")
-        mant, exp = s.split("e")
-        s = f"{mant}e{int(exp)}"
-    if s.endswith("."):
-        s += "0"
-    return s
+    return _ryu(np.format_float_scientific(np.float32(v), unique=True, trim="0"), 13, -6)
 
 
 def format_f64(v: float) -> str:
-    """Shortest round-trip f64 decimal in serde_json's style (``1.0``, ``1e-7``)."""
+    """Shortest round-trip f64 decimal, laid out as serde_json prints it (``1.0``, ``1e-7``)."""
     if math.isnan(v) or math.isinf(v):
         return "null"
-    r = repr(float(v))
-    if "e" in r:
-        mant, exp = r.split("e")
-        if mant.endswith(".0"):
-            mant = mant[:-2]
-        r = f"{mant}e{int(exp)}"
-    return r
+    return _ryu(np.format_float_scientific(np.float64(v), unique=True, trim="0"), 16, -5)
 
 
 def dumps(j) -> str:
