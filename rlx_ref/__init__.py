@@ -15,6 +15,7 @@ from .ir.verify import GraphVerifyError, verify, verify_or_raise
 from .interpret import InterpretError, Interpreter, interpret
 from .runtime.session import CompiledGraph, Session, SessionError
 from .ops.opdef import OpDef, all_opdefs as opdefs, get as opdef
+from .ops.custom import register_custom, unregister_custom
 
 install_registry_methods(Graph)
 
@@ -24,5 +25,6 @@ __all__ = [
     "DType", "Dyn", "Shape", "ShapeError", "Graph", "Op", "BuildError", "GraphBuilder",
     "Node", "graph", "TextParseError", "parse", "GraphVerifyError", "verify",
     "verify_or_raise", "InterpretError", "Interpreter", "interpret", "CompiledGraph",
-    "Session", "SessionError", "OpDef", "opdefs", "opdef", "__version__",
+    "Session", "SessionError", "OpDef", "opdefs", "opdef", "register_custom",
+    "unregister_custom", "__version__",
 ]

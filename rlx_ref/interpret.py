@@ -109,7 +109,10 @@ class Interpreter:
         fns, step_inputs, outs, frees = self._plan
         env = [None] * len(self.graph.nodes)
         try:
-            self.core.run_steps(fns, step_inputs, outs, frees, env)
+            # IEEE results (inf, NaN) are the semantics, not warnings: silence numpy once
+            # per run rather than per node.
+            with np.errstate(all="ignore"):
+                self.core.run_steps(fns, step_inputs, outs, frees, env)
         except self.core.StepFailure as f:
             node = self.graph.nodes[f.index]
             cause = f.__cause__

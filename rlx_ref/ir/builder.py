@@ -73,15 +73,18 @@ class BuilderMethods:
     """Mixed into ``Graph``: every method appends a node and returns its id."""
 
     # ── the generic entry point ────────────────────────────────────────────
-    def op(self, kind: str, inputs=(), attrs=None, *, shape: Shape | None = None,
+    def op(self, kind: str, inputs=(), payload=None, *, shape: Shape | None = None,
            label: str | None = None, **fields) -> int:
-        """Append ``kind`` with payload ``attrs`` (or ``fields``); shape inferred unless given.
+        """Append ``kind`` with ``payload`` (an attrs object) or its ``fields`` as keywords.
+
+        The shape is inferred unless ``shape`` is given.
 
         ``label`` is the node's optional debug name (``#"label"`` in the text form).
         """
         from ..ops.opdef import OpError, get
 
         d = get(kind)
+        attrs = payload
         if attrs is None and (fields or d.payload != "unit"):
             try:
                 attrs = d.make_attrs(**fields)

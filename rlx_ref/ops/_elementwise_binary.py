@@ -112,9 +112,8 @@ def _check_binary(shapes, a, out):
 def _ref_binary(ctx, a, b):
     _, f_float, f_int = BINARIES[ctx.attrs.op]
     if a.dtype.kind in "iub":
-        return np.asarray(f_int(a, b)).astype(ctx.out_np)
-    with np.errstate(all="ignore"):
-        return np.asarray(f_float(_up(a), _up(b))).astype(ctx.out_np)
+        return np.asarray(f_int(a, b)).astype(ctx.out_np, copy=False)
+    return np.asarray(f_float(_up(a), _up(b))).astype(ctx.out_np, copy=False)
 
 
 def _pair_samples(rng, attrs, ints=True, floats=True):

@@ -46,8 +46,7 @@ def _sign(x):
 
 
 def _relu(x):
-    return np.where(np.isnan(x), np.zeros_like(x), np.maximum(x, 0)) if x.dtype.kind == "f" \
-        else np.maximum(x, 0)
+    return np.fmax(x, x.dtype.type(0)) if x.dtype.kind == "f" else np.maximum(x, 0)
 
 
 # name -> (formula, numpy implementation, kinds accepted besides floats)
@@ -110,8 +109,7 @@ def _check_activation(shapes, a, out):
 
 def _ref_activation(ctx, x):
     fn = ACTIVATIONS[ctx.attrs.op][1]
-    with np.errstate(all="ignore"):
-        return np.asarray(fn(_up(x))).astype(x.dtype)
+    return np.asarray(fn(_up(x))).astype(ctx.out_np, copy=False)
 
 
 def _unary_samples(rng, attrs, ints=False):

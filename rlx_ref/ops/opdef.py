@@ -74,9 +74,13 @@ class RefCtx:
             return np.dtype(np.complex128)
         return dtype.np
 
+    def __post_init__(self):
+        self._out_np = self.np_dtype(self.out.dtype)
+
     @property
     def out_np(self) -> np.dtype:
-        return self.np_dtype(self.out.dtype)
+        """The numpy dtype the reference must return (cached: read on every node run)."""
+        return self._out_np
 
     @property
     def out_dims(self) -> tuple:
@@ -189,9 +193,12 @@ def want(cond: bool, message: str) -> None:
         raise OpError(message)
 
 
+_LOW_PRECISION = frozenset({np.dtype(np.float16), DType.BF16.np})
+
+
 def compute_dtype(x: np.ndarray) -> np.ndarray:
     """Upcast f16/bf16 to f32 for arithmetic (RLX computes low precision in f32)."""
-    if x.dtype.itemsize == 2 and x.dtype.kind in "fV" or str(x.dtype) == "bfloat16":
+    if x.dtype in _LOW_PRECISION:
         return x.astype(np.float32)
     return x
 
