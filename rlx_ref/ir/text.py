@@ -261,7 +261,11 @@ class _Cursor:
 
 def parse(text: str) -> Graph:
     """Parse textual IR into a Graph (ids remapped densely in definition order)."""
-    lines = text.splitlines()
+    # Only "\n" ends a line (as Rust's `lines()`); str.splitlines would also split on
+    # characters such as U+2028 that may legally appear inside a JSON string label.
+    lines = [ln[:-1] if ln.endswith("\r") else ln for ln in text.split("\n")]
+    if lines and lines[-1] == "":
+        lines.pop()
     pos, graph = 0, None
     while pos < len(lines):
         line = lines[pos].strip()
