@@ -41,15 +41,19 @@ def _example(d) -> list[str]:
     g = single_op_graph(d.kind, s.attrs, s.inputs, s.out)
     lines = ["```", g.to_text().rstrip(), "```"]
     if d.kind not in ("Input", "Param"):
-        with np.printoptions(precision=4, suppress=True, threshold=24):
-            ins = "; ".join(f"x{i} = {np.asarray(a).tolist()!s:.80}"
-                            for i, a in enumerate(s.inputs))
-            out = run_sample(d.kind, s)
-            if ins:
-                lines.append(f"Inputs: {ins}")
-            lines.append(f"Output: `{np.array2string(out, separator=', ')}`"
-                         .replace("\n", " "))
+        ins = "; ".join(f"x{i} = `{_show(a)}`" for i, a in enumerate(s.inputs))
+        if ins:
+            lines.append(f"Inputs: {ins}")
+        lines.append(f"Output: `{_show(run_sample(d.kind, s))}`")
     return lines
+
+
+def _show(a) -> str:
+    """One line: 4 significant digits, long arrays summarised with "..."."""
+    a = np.asarray(a)
+    text = np.array2string(a, precision=4, suppress_small=True, threshold=12, edgeitems=2,
+                           separator=", ", max_line_width=10**6)
+    return " ".join(text.split())
 
 
 def render() -> str:

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from rlx_ref import DType, Dyn, Graph, Op, Shape, TextParseError, parse, verify
+from rlx_ref import DType, Dyn, Graph, TextParseError, parse, verify
 from rlx_ref.ir.text import print_graph
 from rlx_ref.ops.opdef import get
 

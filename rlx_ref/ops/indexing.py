@@ -247,4 +247,4 @@ register(OpDef(
 ))
 
 
-from . import _indexing_scatter  # noqa: F401  (registers the scatter ops)
+from . import _indexing_scatter  # noqa: E402,F401  (registers the scatter ops)

@@ -418,4 +418,4 @@ register(OpDef(
 ))
 
 
-from . import _movement_fill  # noqa: F401  (registers Pad, Tile, Trilu, ResizeNearest2x)
+from . import _movement_fill  # noqa: E402,F401  (registers Pad, Tile, Trilu, ResizeNearest2x)
