@@ -81,3 +81,18 @@ def test_verify_or_raise_lists_every_error():
     g.add_node_unchecked(Op("Activation", ActivationAttrs("Relu")), [7], Shape([2], F))
     with pytest.raises(GraphVerifyError, match=r"2 errors"):
         verify_or_raise(g)
+
+
+def test_users_and_topo_order():
+    g = Graph("dag")
+    a = _inp(g, "a", [2])
+    r = g.add_node(Op("Activation", ActivationAttrs("Relu")), [a], Shape([2], F))
+    s = g.add_node(Op("Binary", BinaryAttrs("Add")), [a, r], Shape([2], F))
+    t = g.add_node(Op("Binary", BinaryAttrs("Mul")), [s, s], Shape([2], F))
+    assert g.users(a) == [r, s] and g.users(s) == [t] and g.users(t) == []
+    assert g.users_map() == {a: [r, s], r: [s], s: [t], t: []}
+    assert g.topo_order() == [a, r, s, t]
+    from rlx_ref.ir.graph import GraphError
+
+    with pytest.raises(GraphError, match="does not precede it"):
+        g.add_node(Op("Activation", ActivationAttrs("Relu")), [9], Shape([2], F))
