@@ -9,9 +9,8 @@ from rlx_ref.ir.dtype import DType
 from rlx_ref.ir.graph import Op
 from rlx_ref.ir.shape import Shape
 from rlx_ref.ir.text import print_op
-from rlx_ref.ir.verify import verify
 from rlx_ref.ops.opdef import get
-from rlx_ref.ops.single import run_single, single_op_graph
+from rlx_ref.ops.single import verify_single, run_single, single_op_graph
 
 F32 = np.float32
 REDUCTIONS = ["None", "Add", "Mul", "Max", "Min"]
@@ -22,7 +21,8 @@ def A(kind, *args):
 
 
 def errors(kind, attrs, inputs, out):
-    return " | ".join(str(e) for e in verify(single_op_graph(kind, attrs, inputs, out)))
+    """Verifier messages of a one-op graph whose declared output is ``out``."""
+    return " | ".join(verify_single(kind, attrs, inputs, out))
 
 
 def combine(old, new, reduction):

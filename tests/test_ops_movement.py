@@ -12,7 +12,7 @@ from rlx_ref.ir.shape import Dyn, Shape
 from rlx_ref.ir.text import print_op
 from rlx_ref.ir.verify import verify
 from rlx_ref.ops.opdef import OpError, get
-from rlx_ref.ops.single import run_single, single_op_graph
+from rlx_ref.ops.single import verify_single, run_single, single_op_graph
 
 F32 = np.float32
 
@@ -26,8 +26,8 @@ def run(kind, attrs, *xs, **kw):
 
 
 def errors(kind, attrs, inputs, out):
-    """Verifier messages of a one-op graph whose output is declared ``out``."""
-    return " | ".join(str(e) for e in verify(single_op_graph(kind, attrs, inputs, out)))
+    """Verifier messages of a one-op graph whose declared output is ``out``."""
+    return " | ".join(verify_single(kind, attrs, inputs, out))
 
 
 def rand(*dims, seed=0):

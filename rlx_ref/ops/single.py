@@ -39,3 +39,10 @@ def run_single(kind: str, attrs, *arrays, out: Shape | None = None, float64: boo
 
 def run_sample(kind: str, sample: Sample, float64: bool = False):
     return run_single(kind, sample.attrs, *sample.inputs, out=sample.out, float64=float64)
+
+
+def verify_single(kind: str, attrs, inputs, out: Shape | None = None) -> list[str]:
+    """Verifier messages (``at %N: ...``) of a one-op graph; empty when it is valid."""
+    from ..ir.verify import verify
+
+    return [str(e) for e in verify(single_op_graph(kind, attrs, inputs, out))]
