@@ -109,7 +109,18 @@ def _docs(args) -> int:
     return 0
 
 
+def _conformance(args) -> int:
+    from .conformance.cli import run
+
+    return run(args)
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["coverage"]:
+        from .conformance.report import main_coverage
+
+        return main_coverage(argv[1:])
     p = argparse.ArgumentParser(prog="rlx-ref", description="RLX reference stack")
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("selfcheck", help="run every op's samples on the oracle")
@@ -126,6 +137,14 @@ def main(argv=None) -> int:
     s.add_argument("--float64", action="store_true")
     s.add_argument("--out", help="write outputs to this .npz")
     s.set_defaults(fn=_run)
+    s = sub.add_parser("conformance", help="check backends against the oracle")
+    from .conformance.cli import add_arguments
+
+    add_arguments(s)
+    s.set_defaults(fn=_conformance)
+    s = sub.add_parser("coverage", help="render docs/op-coverage.md from results files",
+                       add_help=False)
+    s.set_defaults(fn=None)
     s = sub.add_parser("docs", help="regenerate docs/ops.md from the registry")
     s.add_argument("--out", default="docs/ops.md")
     s.add_argument("--check", action="store_true", help="fail if the file is stale")

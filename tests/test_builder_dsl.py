@@ -110,3 +110,11 @@ def test_dsl_verifies_on_exit_and_registry_methods_exist():
     np.testing.assert_allclose(out, [1.0, 1.0])
     for name in ("layer_norm", "attention", "scan", "gather", "conv", "top_k"):
         assert hasattr(Graph, name), name
+
+
+def test_dsl_where_with_a_scalar_branch():
+    with rlx_ref.graph("w") as g:
+        x = g.input("x", [4])
+        g.output((x > 0.0).where(x, 0.0), g.where(x < 1.0, -1.0, x))
+    a, b = interpret(g.graph, {"x": np.array([-1, 0.5, 2, 0], np.float32)})
+    assert a.tolist() == [0, 0.5, 2, 0] and b.tolist() == [-1, -1, 2, -1]

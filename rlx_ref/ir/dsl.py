@@ -155,11 +155,11 @@ class Node:
         """``self`` as the condition: ``on_true`` where non-zero, else ``on_false``."""
         t = on_true if isinstance(on_true, Node) else None
         f = on_false if isinstance(on_false, Node) else None
-        ref = t or f
+        ref = t if t is not None else f
         if ref is None:
             raise TypeError("where() needs at least one Node branch to take the dtype from")
-        t = t or ref._lift(on_true)
-        f = f or ref._lift(on_false)
+        t = t if t is not None else ref._lift(on_true)
+        f = f if f is not None else ref._lift(on_false)
         return self.builder._wrap(self.builder.graph.where_(self.id, t.id, f.id))
 
     def __getattr__(self, name):

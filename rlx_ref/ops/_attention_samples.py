@@ -88,8 +88,11 @@ def rope_samples(rng):
     r = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
 
     def tabs(*shape):
-        ang = rng.uniform(-np.pi, np.pi, shape).astype(np.float32)
-        return np.cos(ang), np.sin(ang)
+        # A random unit vector (a, b)/r gives cos and sin of a random angle without libm
+        # calls, whose last bit may differ between platforms (case ids hash the inputs).
+        a, b = rng.standard_normal(shape), rng.standard_normal(shape)
+        r = np.sqrt(a * a + b * b) + 1e-300
+        return (a / r).astype(np.float32), (b / r).astype(np.float32)
 
     out = []
     for style in ("NeoX", "GptJ"):

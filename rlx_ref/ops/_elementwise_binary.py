@@ -10,10 +10,11 @@ from fractions import Fraction
 
 import numpy as np
 
+from ..conformance.accuracy import exact, per_op, reduction, ulp
 from ..ir.dtype import DType
 from ..ir.shape import Shape, broadcast, broadcast_dims
 from .codec import F32, Enum, attr
-from .elementwise import _SPECIAL, EW, _up, cast_array
+from .elementwise import _SPECIAL, EW, _up, cast_array, ieee_max, ieee_min
 from .opdef import Caps, OpDef, OpError, Sample, register, want
 
 # ── Binary ────────────────────────────────────────────────────────────────
@@ -69,8 +70,10 @@ BINARIES = {
     "Mul": ("a · b (integers wrap)", np.multiply, np.multiply),
     "Div": ("a / b; integers truncate toward zero and divide-by-zero is an error",
             np.divide, _int_div),
-    "Max": ("max(a, b); a NaN operand yields the other operand", np.fmax, np.maximum),
-    "Min": ("min(a, b); a NaN operand yields the other operand", np.fmin, np.minimum),
+    "Max": ("max(a, b); a NaN operand yields the other operand; max(-0, +0) = +0",
+            lambda a, b: ieee_max(a, b), np.maximum),
+    "Min": ("min(a, b); a NaN operand yields the other operand; min(-0, +0) = -0",
+            lambda a, b: ieee_min(a, b), np.minimum),
     "Pow": ("a^b (IEEE pow)", np.power, _int_pow),
     "Mod": ("C fmod: a - trunc(a/b)·b, the sign of a", np.fmod, _int_mod),
     "BitAnd": ("a & b on integer values (floats truncate to i64 first)",
@@ -166,6 +169,11 @@ register(OpDef(
                  "BitAnd/BitOr/BitXor/Max/Min.",
                  "C4: the operand shapes broadcast."),
     samples=_binary_samples,
+    accuracy=per_op({   # f32 ULPs: IEEE ops 0.5 (+ margin), OpenCL limits for the rest
+        "Add": ulp(1), "Sub": ulp(1), "Mul": ulp(1), "Div": ulp(3), "Max": exact(),
+        "Min": exact(), "Pow": ulp(16), "Mod": exact(), "BitAnd": exact(),
+        "BitOr": exact(), "BitXor": exact(), "Shl": exact(), "Shr": exact(),
+        "Atan2": ulp(6)}),
     notes="Integer Div/Mod by zero is an error rather than undefined behaviour.",
 ))
 
@@ -206,7 +214,7 @@ register(OpDef(
         "comparison with NaN is false except `Ne`, which is true; -0 == +0.",
     constraints=("C1: `op` is Eq, Ne, Lt, Le, Gt or Ge.",
                  "C2: both operands have the same dtype.", "C3: the shapes broadcast."),
-    samples=_compare_samples,
+    samples=_compare_samples, accuracy=exact(),
 ))
 
 
@@ -247,7 +255,7 @@ register(OpDef(
         "true, -0 as false).",
     constraints=("C1: on_true and on_false share one dtype, which is the output dtype.",
                  "C2: the three shapes broadcast."),
-    samples=_where_samples,
+    samples=_where_samples, accuracy=exact(signed_zeros=True),
 ))
 
 
@@ -259,7 +267,11 @@ def _fma_exact(a, b, c, dtype):
         if not all(map(math.isfinite, (x, y, z))):
             out[idx] = x * y + z
         else:
-            out[idx] = float(Fraction(x) * Fraction(y) + Fraction(z))
+            exact = Fraction(x) * Fraction(y) + Fraction(z)
+            try:
+                out[idx] = float(exact)
+            except OverflowError:          # beyond the f64 range: rounds to ±inf
+                out[idx] = math.inf if exact > 0 else -math.inf
     return out.astype(dtype)
 
 
@@ -269,11 +281,26 @@ def _ref_fma(ctx, a, b, c):
         return a * b + c
     if a.dtype == np.float64:
         return _fma_exact(a, b, c, np.float64)
-    # products of two ≤24-bit significands are exact in f64; one more rounding to f64
-    # is then rounded to the target (double rounding is rare and within 0.5 ulp + ε).
+    return _fma_round_to_odd(a, b, c).astype(ctx.out_np)
+
+
+def _fma_round_to_odd(a, b, c):
+    """a·b + c for ≤24-bit significands, rounded once when cast to the target dtype.
+
+    a·b is exact in f64; a + b's rounding error comes from TwoSum. Nudging an inexact
+    f64 sum to the odd neighbour (round-to-odd) makes the later rounding to f32/f16/bf16
+    correct: f64 carries more than 24 + 2 bits, so no double-rounding tie can arise.
+    """
+    p = a.astype(np.float64) * b.astype(np.float64)
+    c = c.astype(np.float64)
     with np.errstate(all="ignore"):
-        r = a.astype(np.float64) * b.astype(np.float64) + c.astype(np.float64)
-    return r.astype(ctx.out_np)
+        s = p + c
+        bv = s - p
+        err = (p - (s - bv)) + (c - bv)
+    even = (s.view(np.int64) & 1) == 0
+    nudge = np.isfinite(s) & np.isfinite(err) & (err != 0) & even
+    toward = np.where(err > 0, np.inf, -np.inf)
+    return np.where(nudge, np.nextafter(s, toward), s)
 
 
 def _check_fma(shapes, a, out):
@@ -306,6 +333,8 @@ register(OpDef(
     constraints=("C1: the three operands share one dtype (not bool).",
                  "C2: the shapes broadcast."),
     samples=_fma_samples,
+    # 1 ulp + eps·(|a·b| + |c|): the documented Mul + Add lowering rounds a·b first
+    accuracy=reduction(1, 1, "abs"),
     notes="RLX's native CPU kernel needs equal shapes; backends without Fma lower it to Mul + "
           "Add, which rounds twice.",
 ))
@@ -325,7 +354,7 @@ def _ref_clamp(ctx, x):
         hi_i = int(np.clip(math.floor(hi), info.min, info.max))
         return np.minimum(np.maximum(x, lo_i), hi_i).astype(x.dtype)
     y = _up(x)
-    return np.fmin(np.fmax(y, y.dtype.type(lo)), y.dtype.type(hi)).astype(x.dtype)
+    return ieee_min(ieee_max(y, y.dtype.type(lo)), y.dtype.type(hi)).astype(x.dtype)
 
 
 def _clamp_samples(rng):
@@ -345,5 +374,5 @@ register(OpDef(
     doc="`min(max(x, min), max)` elementwise with the NaN-ignoring max/min, so NaN becomes "
         "`min` (then `max` if min > max). Integer tensors clamp to the bounds rounded inward.",
     constraints=("C1: the input is numeric (not bool).",),
-    samples=_clamp_samples,
+    samples=_clamp_samples, accuracy=exact(),
 ))

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..conformance.accuracy import exact, per_op, reduction
 from ..ir.dtype import ALL_DTYPES, DType
 from ..ir.shape import Dyn, Shape
 from ._indexing_index import check_index_dtype, decode, in_range
@@ -114,6 +115,7 @@ register(OpDef(
                  "C3: the declared output is [out_dim, ...trailing] with updates' dtype.",
                  "C4: at run time every index is an integer in 0..out_dim-1."),
     samples=_scatter_add_samples, dtypes=ALL_DTYPES,
+    accuracy=reduction(2, lambda a, s: s[0].dims[0], operands=(0,)),  # K = U updates
     notes="Payload is the unit variant of RLX 01df7d9 (later RLX adds an `axis` field that "
           "must be 0). RLX's CPU kernel maps negative indices to 0 and does not check the "
           "upper bound in release builds; here both are errors.",
@@ -200,6 +202,10 @@ register(OpDef(
                  "C4: updates have data's dtype.",
                  "C5: at run time every index is an integer in -dims[axis]..dims[axis]-1."),
     samples=_scatter_elements_samples, dtypes=ALL_DTYPES,
+    accuracy=per_op({   # Add: every update may land on one target; Mul: relative
+        "None": exact(True), "Max": exact(), "Min": exact(),
+        "Add": reduction(2, lambda a, s: s[2].numel, operands=(0, 2)),
+        "Mul": reduction(2, lambda a, s: s[2].numel, "value")}, key="reduction"),
     notes="RLX's older CPU kernel clamps indices (negatives to 0) and zeroes non-finite "
           "values of the copied data; here out-of-range indices are errors, negatives count "
           "from the end (ONNX) and data is copied as is. ONNX leaves duplicate targets "
@@ -275,6 +281,10 @@ register(OpDef(
                  ("C4: at run time every index is an integer in -d..d-1 for the axis of size "
                  "d it addresses.")),
     samples=_scatter_nd_samples, dtypes=ALL_DTYPES,
+    accuracy=per_op({
+        "None": exact(True), "Max": exact(), "Min": exact(),
+        "Add": reduction(2, lambda a, s: s[2].numel, operands=(0, 2)),
+        "Mul": reduction(2, lambda a, s: s[2].numel, "value")}, key="reduction"),
     notes="RLX's CPU kernel clamps out-of-range indices to the axis; here they are errors. "
           "ONNX leaves duplicate tuples with reduction None undefined; here the last wins.",
 ))

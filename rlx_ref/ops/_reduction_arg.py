@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..conformance.accuracy import exact
 from ..ir.dtype import DType, int_range
 from ..ir.shape import Dyn, Shape
 from .codec import BOOL, USIZE, attr
@@ -130,7 +131,7 @@ for _kind, _largest in (("ArgMax", True), ("ArgMin", False)):
                      ("C2: the input is float or integer and every index along the axis "
                       "is exact in its dtype (f16: axis length <= 2049, bf16: <= 257)."),
                      "C3: the axis is non-empty unless the output is empty."),
-        samples=_arg_samples(_largest), dtypes=FLOATS + (DType.I32,),
+        samples=_arg_samples(_largest), dtypes=FLOATS + (DType.I32,), accuracy=exact(),
         notes="RLX's CPU compares with a strict >/<, starting from element 0: when element 0 "
               "is NaN it returns 0 even if numbers follow; rlx_ref skips NaN everywhere, "
               "matching the NaN-ignoring Reduce Max/Min.",
@@ -213,7 +214,7 @@ register(OpDef(
                  "C4: the declared dtype is the input's or i64.",
                  ("C5: the input is float or integer and every index along the last axis "
                   "is exact in its dtype.")),
-    samples=_topk_samples, dtypes=FLOATS + (DType.I32,),
+    samples=_topk_samples, dtypes=FLOATS + (DType.I32,), accuracy=exact(),
     notes="No shape rule, as RLX: the declared shape is authoritative because the index "
           "dtype (input dtype or i64) is the node's choice; C3/C4 check it. RLX leaves "
           "k > axis length and NaN ordering unspecified; rlx_ref rejects the first and "

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..conformance.accuracy import reduction
 from ..ir.dtype import DType
 from ..ir.shape import Shape
 from . import _attention_geom as geo
@@ -46,11 +47,14 @@ def _samples(name: str, rng):
 class AttentionAttrs:
     num_heads: int = attr(USIZE, doc="query heads H")
     head_dim: int = attr(USIZE, doc="per-head width D of Q and K")
-    v_head_dim: int | None = attr(Optional(USIZE), doc="per-head width of V and the output "
-                                                       "(None = head_dim; MLA uses another)")
-    mask_kind: object = attr(MASK_KIND, doc="None, Causal, SlidingWindow(w), Custom or Bias")
-    score_scale: float | None = attr(Optional(F32), doc="score multiplier (None = D^-1/2)")
-    attn_logit_softcap: float | None = attr(Optional(F32), doc="cap c: s -> c·tanh(s/c)")
+    v_head_dim: int | None = attr(Optional(USIZE), None, doc="per-head width of V and the "
+                                  "output (None = head_dim; MLA uses another)")
+    mask_kind: object = attr(MASK_KIND, "None",
+                             doc="None, Causal, SlidingWindow(w), Custom or Bias")
+    score_scale: float | None = attr(Optional(F32), None,
+                                     doc="score multiplier (None = D^-1/2)")
+    attn_logit_softcap: float | None = attr(Optional(F32), None,
+                                            doc="cap c: s -> c·tanh(s/c)")
 
     def __post_init__(self):
         # RLX stores these as f32; rounding here keeps Python-built payloads == parsed ones
@@ -172,6 +176,9 @@ register(OpDef(
         "C8: score_scale is finite; attn_logit_softcap is finite and > 0.",
     ),
     samples=lambda rng: _samples("attention_samples", rng),
+    # K = S_k·D terms per output; scale Σ p·|v| (the oracle on |V|)
+    accuracy=reduction(2, lambda a, s: geo.attention_geom(s[0].dims, s[1].dims, s[2].dims, a)
+                       .s_k * a.head_dim, "abs", operands=(2,)),
     dtypes=FLOATS,
     notes="Payload: the newest RLX form (op.rs @6ba28d59) with `v_head_dim` between head_dim "
           "and mask_kind; the older form without it parses as v_head_dim = None. RLX's CPU "
@@ -282,6 +289,7 @@ register(OpDef(
         "least one per position (>= S; the first S are used).",
     ),
     samples=lambda rng: _samples("rope_samples", rng),
+    accuracy=reduction(2, 2, "row", axes=(-1,)),   # x1·c - x2·s on the heads' scale
     dtypes=FLOATS,
     notes="Payload: the newest RLX form with `style`; the older form without it parses as "
           "NeoX. A rank-4 [B, S, H, D] x would rotate by head index instead of position, as "

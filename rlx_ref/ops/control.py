@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..conformance.accuracy import WHILE_TRIPS, nested
 from ..ir.graph import Graph
 from ..ir.shape import Dyn
 from . import _control_bodies as B
@@ -160,6 +161,7 @@ register(OpDef(
         "C5: body has one output per carried value, each with that value's shape and dtype.",
     ),
     samples=lambda rng: _samples("while_samples", rng),
+    accuracy=nested(lambda a: a.max_iterations or WHILE_TRIPS),
     notes="RLX's unrolling lowering needs max_iterations (it panics on null); the oracle runs "
           "an uncapped loop until cond is false. Only carried[0] is observable, as in RLX's "
           "single-output IR.",
@@ -252,6 +254,7 @@ register(OpDef(
         "when 0 < K < length, else length).",
     ),
     samples=lambda rng: _samples("scan_samples", rng),
+    accuracy=nested(lambda a: a.length),
     notes="RLX's infer_shape and CPU host path ignore num_checkpoints (they always keep "
           "length rows); rlx_ref follows the Op doc ([K, *carry], rows floor(t·L/K)). The row "
           "mapping is rlx_ref's reading of that doc.",

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..conformance.accuracy import exact, per_op, reduction
 from ..ir.dtype import DType
 from ..ir.shape import Dyn, Shape
 from . import _conv_ref as R
@@ -215,6 +216,7 @@ register(OpDef(
     caps=BLAS_BOUNDARY, input_names=("x", "w"),
     check=_check_conv, infer=lambda s, a: _conv_geometry(s, a, False), reference=_ref_conv,
     doc=_CONV_DOC, constraints=_CONV_CONSTRAINTS, samples=_lazy_samples("conv_samples"),
+    accuracy=reduction(2, lambda a, s: s[1].numel // s[1].dims[0]),  # C_in/groups · kvol
     dtypes=FLOATS,
     notes="RLX's infer_shape returns None for Conv; rlx_ref infers the true shape. RLX's "
           "conv2d_spatial_output saturates to 1 when the dilated kernel exceeds the padded "
@@ -253,6 +255,7 @@ register(OpDef(
         "C6: the output is [N, C_out, H_out, W_out] (rank 3: [N, C_out, L_out]).",
     ),
     samples=_lazy_samples("conv_t_samples"), dtypes=FLOATS,
+    accuracy=reduction(2, lambda a, s: s[1].dims[0] // a.groups * int(np.prod(s[1].dims[2:]))),
     notes="RLX's infer_shape returns None for ConvTranspose2d; rlx_ref infers the PyTorch "
           "shape (RLX's builder formula). The output_padding < max(stride, dilation) rule is "
           "PyTorch's; RLX does not check it. RLX's CPU kernel takes the output size from the "
@@ -314,6 +317,10 @@ register(OpDef(
         "C6: the output is [N, C, *out] with out = (in + 2p − k) // s + 1.",
     ),
     samples=_lazy_samples("pool_samples"), dtypes=FLOATS,
+    accuracy=per_op({"Sum": reduction(2, lambda a, s: int(np.prod(a.kernel_size))),
+                     "Mean": reduction(2, lambda a, s: int(np.prod(a.kernel_size)), mean=True),
+                     "Prod": reduction(2, lambda a, s: int(np.prod(a.kernel_size)), "value"),
+                     "Max": exact(), "Min": exact()}, key="kind"),
     notes="RLX's infer_shape returns None for Pool; rlx_ref infers the builder's shape. "
           "RLX's CPU Pool2D computes Sum for Sum, Min and Prod alike (`_ => acc += v`); "
           "rlx_ref gives each kind its own reduction. RLX's comparison-based max drops NaN; "
@@ -369,7 +376,7 @@ register(OpDef(
         "C4: x is float; the output has its dtype.",
         "C5: the dilated kernel fits the padded input on each axis.",
     ),
-    samples=_lazy_samples("im2col_samples"), dtypes=FLOATS,
+    samples=_lazy_samples("im2col_samples"), dtypes=FLOATS, accuracy=exact(True),
     notes="RLX's shape rule takes kernel_size[1] as 1 when absent; rlx_ref requires both "
           "entries, as RLX's CPU kernel does. RLX saturates an oversized kernel to one "
           "output position; rlx_ref rejects it (C5).",

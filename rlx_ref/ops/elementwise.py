@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
+from ..conformance.accuracy import exact, per_op, ulp
 from ..ir.dtype import DType, int_range
 from .codec import DTYPE, Enum, attr
 from .opdef import Caps, OpDef, Sample, compute_dtype, register, want
@@ -45,8 +46,33 @@ def _sign(x):
     return np.where(np.isnan(x), np.zeros_like(x), np.sign(x))
 
 
+def ieee_max(a, b):
+    """fmax (a NaN operand yields the other) with IEEE 754-2019 zero order, -0 < +0:
+    numpy's fmax returns either zero depending on its SIMD lane."""
+    r = np.fmax(a, b)
+    return np.where((a == 0) & (b == 0), a + b, r)
+
+
+def ieee_min(a, b):
+    """fmin with -0 < +0 (see ieee_max)."""
+    r = np.fmin(a, b)
+    return np.where((a == 0) & (b == 0), -((-a) + (-b)), r)
+
+
+def zero_sign_of_extreme(out, y, axis, keepdims, largest: bool):
+    """Fix the sign of zero results of a max (min) reduction: +0 (-0) wins when present."""
+    if out.dtype.kind != "f":
+        return out
+    preferred = ~np.signbit(y) if largest else np.signbit(y)
+    has = np.any((y == 0) & preferred, axis=axis, keepdims=keepdims)
+    pick = (-0.0 if not largest else 0.0)
+    other = (0.0 if not largest else -0.0)
+    fixed = np.where(has, out.dtype.type(pick), out.dtype.type(other))
+    return np.where(out == 0, fixed, out)
+
+
 def _relu(x):
-    return np.fmax(x, x.dtype.type(0)) if x.dtype.kind == "f" else np.maximum(x, 0)
+    return ieee_max(x, x.dtype.type(0)) if x.dtype.kind == "f" else np.maximum(x, 0)
 
 
 # name -> (formula, numpy implementation, kinds accepted besides floats)
@@ -143,6 +169,17 @@ register(OpDef(
                  "C2: the input is float (Relu, Abs, Neg, Sign also take integers; Neg, Exp, "
                  "Log, Sqrt also take complex)."),
     samples=_activation_samples, dtypes=(DType.F32, DType.F64, DType.F16, DType.BF16),
+    # f32 ULPs: the larger of OpenCL's full-profile limits and numpy's own (log: 4), composed;
+    # floor: absolute slack ∝ |x| where the formula cancels (1 + erf, sin near π, x + 3).
+    accuracy=per_op({
+        "Gelu": ulp(20, floor=16), "GeluApprox": ulp(10, floor=8), "Silu": ulp(8),
+        "Relu": exact(), "Sigmoid": ulp(6), "Tanh": ulp(5), "Exp": ulp(3), "Log": ulp(4),
+        "Sqrt": ulp(3), "Rsqrt": ulp(2), "Neg": exact(), "Abs": exact(),
+        "Sin": ulp(4, floor=2), "Cos": ulp(4, floor=2), "Tan": ulp(5, floor=2),
+        "Atan": ulp(5), "Recip": ulp(3), "Round": exact(), "Floor": exact(),
+        "Ceil": exact(), "Sign": exact(), "Softplus": ulp(8, floor=2), "Elu": ulp(4),
+        "Erf": ulp(16), "HardSwish": ulp(3, floor=2), "HardSigmoid": ulp(3, floor=1),
+        "Mish": ulp(16, floor=2), "Softsign": ulp(3), "LogSigmoid": ulp(8, floor=2)}),
     notes="Round is half-to-even as RLX documents it (RLX's f32 CPU path rounds half "
           "away from zero). 16-bit floats are computed in f32 and rounded once.",
 ))
@@ -204,7 +241,7 @@ register(OpDef(
         "wraps (two's complement); x→bool is `x != 0`; bool→x is 0 or 1; complex→real "
         "keeps the real part.",
     constraints=("C1: the output has the input's dims and dtype `to`.",),
-    samples=_cast_samples,
+    samples=_cast_samples, accuracy=exact(signed_zeros=True),
 ))
 
 register(OpDef(
@@ -213,6 +250,7 @@ register(OpDef(
     doc="Identity in the forward pass; reverse-mode autodiff sends no gradient through it.",
     constraints=("C1: the output equals the input (shape, dtype and values).",),
     samples=lambda rng: _unary_samples(rng, None, ints=True),
+    accuracy=exact(signed_zeros=True),
 ))
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..conformance.accuracy import reduction
 from ..ir.dtype import DType
 from ..ir.shape import Dyn, Shape, ShapeError, broadcast_dims
 from .codec import USIZE, ListOf, attr
@@ -94,6 +95,7 @@ register(OpDef(
                  "C3: the batch prefixes broadcast.",
                  "C4: both operands share one numeric dtype (not bool); it is the output's."),
     samples=_matmul_samples, dtypes=FLOATS + (DType.I32, DType.I64),
+    accuracy=reduction(2, lambda a, s: s[0].dims[-1]),     # K = the inner dim
     notes="RLX's CPU backend lowers only f32 (sgemm) and f64 (dgemm). RLX's shape rule "
           "takes the lhs dtype without checking rhs; rlx_ref requires equal dtypes.",
 ))
@@ -204,6 +206,7 @@ register(OpDef(
                  "C3: the batch lists have equal length and paired axes equal sizes.",
                  "C4: both operands share one numeric dtype (not bool); it is the output's."),
     samples=_dot_general_samples, dtypes=FLOATS + (DType.I32,),
+    accuracy=reduction(2, lambda a, s: math.prod(s[0].dims[i] for i in a.lhs_contracting)),
     notes="RLX's shape inference returns the lhs shape for DotGeneral (a quirk: any "
           "declared output other than lhs's shape fails RLX's verifier); rlx_ref infers "
           "the true XLA shape. RLX's CPU backend has no DotGeneral kernel.",
@@ -332,6 +335,7 @@ register(OpDef(
                  "C3: A and b share one float dtype; it is the output's.",
                  "C4: A is not singular (checked at run time)."),
     samples=_dense_solve_samples, dtypes=FLOATS, notes=_SOLVE_NOTES,
+    accuracy=reduction(4, lambda a, s: s[0].dims[-1], "solve"),   # |δx| ≲ c·N·eps·κ(A)·|x|
 ))
 
 register(OpDef(
@@ -347,4 +351,5 @@ register(OpDef(
                  "C3: A and b share one float dtype; it is the output's.",
                  "C4: every A[i] is non-singular (checked at run time)."),
     samples=_batched_solve_samples, dtypes=FLOATS, notes=_SOLVE_NOTES,
+    accuracy=reduction(4, lambda a, s: s[0].dims[-1], "solve"),
 ))

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..conformance.accuracy import reduction
 from ..ir.dtype import DType
 from ..ir.shape import Dyn, Shape
 from .codec import F32, INT, USIZE, attr
@@ -175,6 +176,7 @@ register(OpDef(
         "`y = (x - mean) / sqrt(var + eps) · gamma + beta`, with `gamma`/`beta` indexed by the "
         "feature. A row with NaN or inf yields NaN throughout; a constant row yields `beta`.",
     constraints=_AXIS_CONSTRAINTS, samples=_axis_norm_samples("LayerNorm"), dtypes=FLOATS,
+    accuracy=reduction(2, lambda a, s: s[0].dims[a.axis], "row", axes=lambda a, s: (a.axis,)),
     notes="RLX's CPU kernel ignores `axis` (always the last axis) and computes the variance "
           "as max(E[x²] - E[x]², 0); the reference follows the documented semantics "
           "(`axis` is the feature axis) and uses the two-pass variance, which agrees "
@@ -191,6 +193,7 @@ register(OpDef(
         "and `y = x / sqrt(ms + eps) · gamma + beta` (plain `gamma`, not Gemma's `1 + gamma`). "
         "RLX passes three operands; builders without a bias pass zeros for `beta`.",
     constraints=_AXIS_CONSTRAINTS, samples=_axis_norm_samples("RmsNorm"), dtypes=FLOATS,
+    accuracy=reduction(2, lambda a, s: s[0].dims[a.axis], "row", axes=lambda a, s: (a.axis,)),
     notes="RLX's CPU kernel ignores `axis` (always the last axis); the reference honours it "
           "as documented. RLX's shape inference also accepts a declared `[∏leading, C]` "
           "output (the FuseRmsNormReshape fusion); here the output is always x's shape, so a "
@@ -309,6 +312,8 @@ register(OpDef(
         "then `y = (x - mean) / sqrt(var + eps) · gamma[c] + beta[c]` (per-channel affine).",
     constraints=_NC_SHAPE + ("C4: num_groups > 0 and divides C.",),
     samples=_nc_samples("GroupNorm"), dtypes=FLOATS,
+    accuracy=reduction(2, lambda a, s: s[0].numel // max(1, s[0].dims[0] * a.num_groups),
+                       "row", axes=lambda a, s: tuple(range(1, s[0].rank))),
     notes="RLX's CPU kernel reads x as NCHW (rank 3 as [N, C, 1, L]); the reference accepts "
           "any rank >= 2 with the same meaning. RLX has no verifier rule for C3/C4; a bad "
           "group count is reported here instead of failing inside the kernel.",
@@ -322,6 +327,7 @@ register(OpDef(
         "H×W norm): at each sample and spatial position, mean and biased variance are taken "
         "over the C channels, then `y = (x - mean) / sqrt(var + eps) · gamma[c] + beta[c]`.",
     constraints=_NC_SHAPE, samples=_nc_samples("LayerNorm2d"), dtypes=FLOATS,
+    accuracy=reduction(2, lambda a, s: s[0].dims[1], "row", axes=(1,)),
     notes="RLX documents NCHW; the reference accepts any rank >= 2 (channels on axis 1).",
 ))
 
@@ -385,6 +391,7 @@ register(OpDef(
                  "C2: x has rank >= 1; its last dim is the channel count C.",
                  "C3: gamma, beta, running_mean and running_var hold exactly C elements."),
     samples=_bn_samples, dtypes=FLOATS,
+    accuracy=reduction(2, 4, "all"),     # g·(x - m)/sqrt(v + eps) + b: four roundings
     notes="RLX's shape inference has no rule for BatchNormInference (the declared shape is "
           "never checked) and its verifier checks only the arity; here the output shape is "
           "inferred as x's shape and C1-C3 are verified.",

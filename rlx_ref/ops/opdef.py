@@ -112,6 +112,7 @@ class OpDef:
     subgraphs: Callable | None = None   # attrs -> list[Graph]
     input_names: tuple = ()
     notes: str = ""
+    accuracy: Any = None   # conformance contract (conformance/accuracy.py); None = default
 
     def __post_init__(self):
         if self.payload not in ("unit", "newtype", "struct"):

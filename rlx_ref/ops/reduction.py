@@ -11,9 +11,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..conformance.accuracy import exact, per_op, reduction
 from ..ir.dtype import DType
 from ..ir.shape import Shape
 from .codec import BOOL, INT, USIZE, Enum, ListOf, attr
+from .elementwise import zero_sign_of_extreme
 from .opdef import Caps, OpDef, Sample, compute_dtype, register, want
 
 FLOATS = (DType.F32, DType.F64, DType.F16, DType.BF16)
@@ -85,8 +87,10 @@ def _ref_reduce(ctx, x):
         elif a.op == "Max":
             # fmax skips NaN; starting from -inf makes an all-NaN or empty slice -inf.
             out = np.fmax.reduce(y, axis=axes, keepdims=keep, initial=lowest(y.dtype))
+            out = zero_sign_of_extreme(out, y, axes, keep, largest=True)
         else:
             out = np.fmin.reduce(y, axis=axes, keepdims=keep, initial=highest(y.dtype))
+            out = zero_sign_of_extreme(out, y, axes, keep, largest=False)
     return np.asarray(out).astype(ctx.out_np)
 
 
@@ -141,6 +145,13 @@ register(OpDef(
                  ("C3: the input is numeric (not bool); Mean needs float or complex, Max "
                   "and Min need a real (float or integer) dtype.")),
     samples=_reduce_samples, dtypes=FLOATS + (DType.I32, DType.I64),
+    accuracy=per_op({   # K = the reduced element count
+        "Sum": reduction(2, lambda a, s: math.prod(s[0].dims[i] for i in set(a.axes))),
+        "Mean": reduction(2, lambda a, s: math.prod(s[0].dims[i] for i in set(a.axes)),
+                          mean=True),
+        "Prod": reduction(2, lambda a, s: math.prod(s[0].dims[i] for i in set(a.axes)),
+                          "value"),
+        "Max": exact(), "Min": exact()}),
     notes="RLX's shape rule silently ignores axes beyond the rank; rlx_ref rejects them "
           "(C2). RLX's CPU accumulates f32 sequentially (numpy sums pairwise, slightly more "
           "accurate) and needs the axes to form a contiguous range; Mean of integers reads "
@@ -202,6 +213,7 @@ register(OpDef(
     constraints=("C1: the input has rank >= 1 and -rank <= axis < rank.",
                  "C2: the input is float."),
     samples=_softmax_samples, dtypes=FLOATS,
+    accuracy=reduction(2, lambda a, s: s[0].dims[a.axis], "row", axes=lambda a, s: (a.axis,)),
     notes="RLX's CPU computes f32 only, with a polynomial exp (a few ulp from libm).",
 ))
 
@@ -302,6 +314,9 @@ for _kind, (_what, _ident, _hand, _extra) in _SCANS.items():
         constraints=("C1: the input has rank >= 1 and -rank <= axis < rank.",
                      "C2: the input is float or integer."),
         samples=_scan_samples(_kind, _hand), dtypes=FLOATS + (DType.I32, DType.I64),
+        accuracy={"Cumsum": reduction(2, lambda a, s: s[0].dims[a.axis]),
+                  "CumProd": reduction(2, lambda a, s: s[0].dims[a.axis], "value"),
+                  "CumMax": exact()}[_kind],
         notes="RLX's CPU scans only the last axis" +
               (" (integer Cumsum in i32/i64, else f32)." if _kind == "Cumsum" else
                " and only f32; RLX has no shape rule for it, rlx_ref infers the input's."),

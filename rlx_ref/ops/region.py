@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..conformance.accuracy import chain_accuracy
 from ..ir.dtype import ALL_DTYPES, DType
 from ..ir.graph import Op
 from ..ir.shape import Shape, broadcast_dims
@@ -418,6 +419,7 @@ register(OpDef(
         "Where: on_true's, else the first operand's).",
     ),
     samples=_region_samples, dtypes=ALL_DTYPES,
+    accuracy=lambda a, s, dt: chain_accuracy([step_op(st)[:2] for st in a.chain], dt),
     notes="C5 is stricter than RLX, whose fusion pass accepts any input whose element count "
           "divides the output's: a [3, 1] input over [3, 4] then reads gid % 3, not numpy's "
           "element, and the fused region disagrees with the unfused chain. Shape inference "

@@ -1,0 +1,1 @@
+"""Backends: the contract (base), name lookup (registry) and the built-in backends."""

@@ -1,0 +1,109 @@
+"""The backend contract every rlx_ref backend follows (ours and third parties').
+
+A ``Backend`` has a name, says whether it is available (and why not), declares the op
+kinds and dtypes it runs (RLX's ``SUPPORTED_OPS``), and compiles a graph into an
+``Executable`` with ``set_param`` / ``run`` / ``run_flat`` / ``capabilities`` /
+``kernel_sources``. A graph using an undeclared kind fails to compile with
+``UnsupportedOp`` listing every offending node; nothing falls back silently.
+"""
+from __future__ import annotations
+
+from ..ir.dtype import DType
+from ..ir.graph import Graph
+
+ALL = "all"
+
+
+class UnsupportedOp(Exception):
+    """The graph uses kinds or dtypes the backend does not declare; ``nodes`` lists them."""
+
+    def __init__(self, backend: str, nodes: list):
+        self.backend, self.nodes = backend, nodes
+        lines = "\n".join(f"  {n}" for n in nodes)
+        super().__init__(f"backend {backend!r} does not support {len(nodes)} node(s):\n{lines}")
+
+
+class BackendUnavailable(RuntimeError):
+    """The backend cannot run here; the message says why."""
+
+
+class Executable:
+    """A compiled graph. ``run`` takes ``{input name: array}`` and returns the outputs."""
+
+    def set_param(self, name: str, value) -> None:
+        raise NotImplementedError
+
+    def run(self, inputs: dict) -> list:
+        raise NotImplementedError
+
+    def run_flat(self, inputs: dict) -> list:
+        raise NotImplementedError
+
+    def capabilities(self) -> dict:
+        """RLX's ExecutableCapabilities bits (the methods stay authoritative)."""
+        return {"clone": False, "moe": False, "persistent_handles": False,
+                "gpu_handles": False, "kv_resident": False, "typed_io": True,
+                "async_pipeline": False, "active_extent": False}
+
+    def kernel_sources(self) -> dict:
+        """Generated source of every kernel, by kernel name (empty for interpreters)."""
+        return {}
+
+
+class Backend:
+    """Base class: subclasses set ``name`` and implement ``supported_ops`` and ``compile``."""
+
+    name = "backend"
+    emulated = False          # True for simulators/emulated devices (separate report column)
+    test_only = False         # excluded from "every available backend"
+    device = ""
+
+    def availability(self) -> tuple[bool, str]:
+        """(True, "") when usable here, else (False, the reason)."""
+        return True, ""
+
+    def supported_ops(self) -> dict:
+        """``{kind: frozenset of DType | "all"}``: what this backend claims to run."""
+        raise NotImplementedError
+
+    def paths(self) -> dict:
+        """``{kind: "native" | "rewritten" | "decomposed" | "host"}`` for the coverage report."""
+        return {k: "native" for k in self.supported_ops()}
+
+    def supports(self, kind: str, dtype: DType | None = None) -> bool:
+        table = self.supported_ops()
+        if kind not in table:
+            return False
+        claimed = table[kind]
+        return claimed == ALL or dtype is None or dtype in claimed
+
+    def unsupported_nodes(self, graph: Graph) -> list[str]:
+        """Text of every node (bodies included) whose kind/dtype this backend does not claim."""
+        from ..ops.opdef import get
+
+        bad, stack = [], [graph]
+        while stack:
+            g = stack.pop()
+            for n in g.nodes:
+                dt = n.shape.dtype
+                if not self.supports(n.kind, dt):
+                    bad.append(f"@{g.name} %{n.id} {n.kind} ({dt}): not in {self.name}'s "
+                               "declared op table")
+                stack.extend(get(n.kind).bodies(n.attrs))
+        return bad
+
+    def check_supported(self, graph: Graph) -> None:
+        bad = self.unsupported_nodes(graph)
+        if bad:
+            raise UnsupportedOp(self.name, bad)
+
+    def compile(self, graph: Graph, options=None) -> Executable:
+        raise NotImplementedError
+
+    def describe(self) -> dict:
+        """What the results file records about this backend."""
+        table = self.supported_ops()
+        return {"emulated": self.emulated, "device": self.device,
+                "declared": {k: (v if v == ALL else sorted(str(d) for d in v))
+                             for k, v in sorted(table.items())},
+                "paths": dict(sorted(self.paths().items()))}

@@ -1,0 +1,73 @@
+"""Backends by name: built-ins load lazily; third parties register an entry point in the
+group ``rlx_ref.backends`` or are named ``module:object`` (a Backend class or instance)."""
+from __future__ import annotations
+
+import importlib
+
+from .base import Backend, BackendUnavailable
+
+BUILTIN = {
+    "reference": "rlx_ref.backends.reference:ReferenceBackend",
+    "broken": "rlx_ref.backends.broken:BrokenBackend",
+}
+ENTRY_POINT_GROUP = "rlx_ref.backends"
+
+
+def _entry_points() -> dict:
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def _load(spec: str):
+    module, _, attr = spec.partition(":")
+    try:
+        obj = importlib.import_module(module)
+    except ImportError as e:
+        raise BackendUnavailable(f"cannot import backend module {module!r}: {e}") from None
+    for part in attr.split(".") if attr else ():
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise BackendUnavailable(f"module {module!r} has no attribute {attr!r}") from None
+    return obj
+
+
+def _instantiate(obj, spec: str) -> Backend:
+    inst = obj() if isinstance(obj, type) else obj
+    for attr in ("name", "supported_ops", "compile"):
+        if not hasattr(inst, attr):
+            raise BackendUnavailable(f"{spec!r} is not a backend: it has no {attr!r}")
+    return inst
+
+
+def backend_names() -> list[str]:
+    """Every backend name known here (built-in and entry points)."""
+    return sorted(set(BUILTIN) | set(_entry_points()))
+
+
+def get_backend(spec: str) -> Backend:
+    """A backend by name, entry-point name, or ``module:object``."""
+    if spec in BUILTIN:
+        return _instantiate(_load(BUILTIN[spec]), spec)
+    eps = _entry_points()
+    if spec in eps:
+        return _instantiate(eps[spec].load(), spec)
+    if ":" in spec:
+        return _instantiate(_load(spec), spec)
+    raise BackendUnavailable(
+        f"unknown backend {spec!r}; known: {', '.join(backend_names())} "
+        "(or give module:object)")
+
+
+def available_backends() -> list[Backend]:
+    """Every known backend that is usable here, test-only ones excluded."""
+    out = []
+    for name in backend_names():
+        try:
+            b = get_backend(name)
+        except BackendUnavailable:
+            continue
+        if not getattr(b, "test_only", False) and b.availability()[0]:
+            out.append(b)
+    return out

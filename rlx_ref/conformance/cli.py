@@ -1,0 +1,94 @@
+"""``rlx-ref conformance``: run the cases on backends, write results, repros and JUnit."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--backend", help="NAME[,NAME...] or module:object (default: every "
+                   "available backend)")
+    p.add_argument("--op", help="only ops matching this kind or glob (e.g. 'Reduce', "
+                   "'Conv*', 'multi:*')")
+    p.add_argument("--dtype", help="only these case dtypes, e.g. f32,f16")
+    p.add_argument("--case", help="only this case id")
+    p.add_argument("--shard", help="run shard i/n of the cases (1-based i)")
+    p.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
+    p.add_argument("--seed", type=int, default=0, help="input seed (default 0)")
+    p.add_argument("--out", help="write the results JSON here")
+    p.add_argument("--repro-dir", default="repros", help="where failing cases leave repros")
+    p.add_argument("--ledger", help="expectations file (default: the packaged one)")
+    p.add_argument("--junit", help="also write JUnit XML here")
+    p.add_argument("--list", action="store_true", help="list the selected cases and stop")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
+def _backends(spec: str | None) -> list:
+    from ..backends.registry import available_backends, get_backend
+
+    if not spec:
+        return [(b.name, b) for b in available_backends()]
+    out = []
+    for name in spec.split(","):
+        b = get_backend(name.strip())
+        ok, why = b.availability()
+        if not ok:
+            raise RuntimeError(f"backend {name!r} is unavailable here: {why}")
+        out.append((name.strip(), b))
+    return out
+
+
+def run(args) -> int:
+    from .cases import build_cases, filter_cases
+    from .ledger import load_ledger
+    from .runner import failing, results_document, run_backend, shard_cases, summarize
+    from .runner import write_results
+
+    t0 = time.perf_counter()
+    cases = build_cases(seed=args.seed)
+    dtypes = args.dtype.split(",") if args.dtype else None
+    cases = shard_cases(filter_cases(cases, args.op, dtypes, args.case), args.shard)
+    if not cases:
+        print("no cases match the selection", file=sys.stderr)
+        return 2
+    if args.list:
+        for c in cases:
+            print(f"{c.id}  {c.op:<24} {c.dtype:<5} {','.join(c.tags)}")
+        return 0
+    ledger = load_ledger(args.ledger)
+    backends = _backends(args.backend)
+    results = []
+    for spec, b in backends:
+        results += run_backend(b, cases, ledger, jobs=args.jobs, repro_dir=args.repro_dir,
+                               spec=spec, progress=not args.quiet)
+    doc = results_document([b for _, b in backends], results)
+    if args.out:
+        write_results(doc, args.out)
+    if args.junit:
+        from pathlib import Path
+
+        from .report import render_junit
+
+        Path(args.junit).write_text(render_junit(results, "rlx-ref conformance"))
+    took = time.perf_counter() - t0
+    for _, b in backends:
+        mine = [r for r in results if r["backend"] == b.name]
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(summarize(mine).items()))
+        print(f"{b.name}: {len(mine)} cases: {counts}")
+    bad = failing(results)
+    for r in bad[:50]:
+        first = (r["message"] or "").splitlines()[0] if r["message"] else ""
+        print(f"FAIL {r['backend']} {r['case_id']} {r['status']}: {first}"
+              + (f"\n     repro: {r['repro']}/repro.py" if r.get("repro") else ""))
+    if len(bad) > 50:
+        print(f"... and {len(bad) - 50} more failing cases (see --out)")
+    print(f"{len(cases)} cases x {len(backends)} backend(s) in {took:.1f}s; "
+          f"{len(bad)} failing")
+    return 1 if bad else 0
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="rlx-ref conformance")
+    add_arguments(p)
+    return run(p.parse_args(argv))

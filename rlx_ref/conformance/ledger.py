@@ -1,0 +1,132 @@
+"""The ledger (``expectations.toml``): declared unsupported ops, expected failures and
+tolerance overrides, each with a reason. It drives both test outcomes and the report."""
+from __future__ import annotations
+
+import fnmatch
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_PATH = Path(__file__).with_name("expectations.toml")
+SECTIONS = ("unsupported", "xfail", "tolerance")
+_KEYS = {"backend", "op", "dtype", "case", "tags", "reason"}
+_EXTRA = {"unsupported": set(), "xfail": {"status", "error"},
+          "tolerance": {"ulps", "c"}}
+_STATUSES = {"MISMATCH", "MISSING", "error"}
+
+
+class LedgerError(ValueError):
+    """The ledger file is malformed; the message names the file, line and key."""
+
+
+@dataclass
+class Entry:
+    section: str
+    backend: str
+    op: str
+    reason: str
+    dtype: str | None = None
+    case: str | None = None
+    tags: tuple = ()
+    status: str | None = None
+    error: str | None = None
+    override: dict = field(default_factory=dict)
+    lines: tuple = (0, 0)
+    path: str = ""
+
+    def matches(self, backend: str, case) -> bool:
+        if self.backend not in ("*", backend):
+            return False
+        if not fnmatch.fnmatchcase(case.op, self.op):
+            return False
+        if self.dtype is not None and self.dtype != case.dtype:
+            return False
+        if self.case is not None and self.case != case.id:
+            return False
+        return set(self.tags) <= set(case.tags)
+
+    def where(self) -> str:
+        a, b = self.lines
+        return f"{Path(self.path).name} lines {a}-{b}" if b > a else \
+            f"{Path(self.path).name} line {a}"
+
+    def describe(self) -> str:
+        keys = [f"backend={self.backend!r}", f"op={self.op!r}"]
+        keys += [f"{k}={getattr(self, k)!r}" for k in ("dtype", "case", "status")
+                 if getattr(self, k)]
+        return f"[[{self.section}]] " + " ".join(keys)
+
+
+@dataclass
+class Ledger:
+    entries: list
+
+    def find(self, section: str, backend: str, case) -> Entry | None:
+        for e in self.entries:
+            if e.section == section and e.matches(backend, case):
+                return e
+        return None
+
+    def overrides(self, backend: str, case) -> dict:
+        out: dict = {}
+        for e in self.entries:
+            if e.section == "tolerance" and e.matches(backend, case):
+                out.update(e.override)
+        return out
+
+
+def _block_lines(text: str) -> dict:
+    """Line spans of each ``[[section]]`` block, in order, per section."""
+    spans: dict = {s: [] for s in SECTIONS}
+    lines = text.splitlines()
+    starts = [(i + 1, m.group(1)) for i, ln in enumerate(lines)
+              if (m := re.match(r"\s*\[\[(\w+)\]\]", ln))]
+    for k, (start, sec) in enumerate(starts):
+        end = starts[k + 1][0] - 1 if k + 1 < len(starts) else len(lines)
+        while end > start and (not lines[end - 1].strip() or lines[end - 1].lstrip()
+                               .startswith("#")):
+            end -= 1
+        spans.setdefault(sec, []).append((start, end))
+    return spans
+
+
+def load_ledger(path: str | Path | None = None) -> Ledger:
+    """Parse and validate a ledger file (the packaged one by default)."""
+    path = Path(path) if path else DEFAULT_PATH
+    text = path.read_text()
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise LedgerError(f"{path}: {e}") from None
+    unknown = set(data) - set(SECTIONS)
+    if unknown:
+        raise LedgerError(f"{path}: unknown section {sorted(unknown)[0]!r}; expected "
+                          f"[[unsupported]], [[xfail]] or [[tolerance]]")
+    spans = _block_lines(text)
+    entries = []
+    for sec in SECTIONS:
+        for k, raw in enumerate(data.get(sec, [])):
+            lines = spans[sec][k] if k < len(spans[sec]) else (0, 0)
+            entries.append(_entry(sec, raw, lines, str(path)))
+    return Ledger(entries)
+
+
+def _entry(sec: str, raw: dict, lines: tuple, path: str) -> Entry:
+    where = f"{Path(path).name} line {lines[0]} ([[{sec}]])"
+    bad = set(raw) - _KEYS - _EXTRA[sec]
+    if bad:
+        raise LedgerError(f"{where}: unknown key {sorted(bad)[0]!r}; allowed: "
+                          f"{', '.join(sorted(_KEYS | _EXTRA[sec]))}")
+    for key in ("backend", "op", "reason"):
+        if not isinstance(raw.get(key), str) or not raw[key].strip():
+            raise LedgerError(f"{where}: {key!r} is required (a non-empty string)")
+    status = raw.get("status")
+    if sec == "xfail" and status not in _STATUSES:
+        raise LedgerError(f"{where}: status must be one of {sorted(_STATUSES)}, got {status!r}")
+    override = {k: raw[k] for k in ("ulps", "c") if k in raw}
+    if sec == "tolerance" and not override:
+        raise LedgerError(f"{where}: a tolerance entry needs `ulps` or `c`")
+    return Entry(sec, raw["backend"], raw["op"], raw["reason"], raw.get("dtype"),
+                 raw.get("case"), tuple(raw.get("tags", ())), status, raw.get("error"),
+                 override, lines, path)

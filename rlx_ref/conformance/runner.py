@@ -1,0 +1,216 @@
+"""Runs conformance cases on backends and records one CaseResult per (backend, case).
+
+Each case runs the oracle twice (float64, and in the case dtype), runs the backend on the
+same inputs, compares with the op's accuracy contract, then applies the ledger: declared
+unsupported, expected failures (an unexpected pass fails) and tolerance overrides.
+Failures leave a standalone repro.
+"""
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..interpret import Interpreter
+from .model import (ERROR, MISMATCH, OK, PASSING, UNSUPPORTED, XFAIL, XPASS, CaseResult)
+
+FORMAT = "rlx-ref-conformance/1"
+
+
+class OracleError(RuntimeError):
+    """The oracle itself failed on a case: the case is wrong, not the backend."""
+
+
+def oracle_outputs(case) -> tuple[list, list]:
+    """(outputs in float64, outputs in the case dtype) of the oracle."""
+    try:
+        o64 = Interpreter(case.graph, float64=True).run(case.inputs, case.params)
+        oc = Interpreter(case.graph).run(case.inputs, case.params)
+    except Exception as e:  # noqa: BLE001 - reported as the case's own error
+        raise OracleError(f"the oracle failed on case {case.id}: {e}") from e
+    return o64, oc
+
+
+def _judge(case, outs, o64, oc, overrides):
+    """Compare backend outputs with the oracle under the case's accuracy contract."""
+    from .accuracy import case_accuracy
+    from .compare import compare_outputs
+
+    acc = case_accuracy(case, overrides)
+    declared = [case.graph.nodes[o].shape for o in case.graph.outputs]
+    return compare_outputs(outs, o64, oc, declared, acc)
+
+
+def _run_backend(backend, case) -> list:
+    exe = backend.compile(case.graph)
+    for k, v in case.params.items():
+        exe.set_param(k, v)
+    return [np.asarray(o) for o in exe.run(case.feeds())]
+
+
+def run_case(backend, case, ledger, *, repro_dir=None, spec=None, oracle=None) -> CaseResult:
+    """Run one case on one backend and apply the ledger."""
+    from .ledger import Entry  # noqa: F401  (type of ledger entries)
+
+    t0 = time.perf_counter()
+    res = CaseResult(case.id, case.op, case.dtype, tuple(case.tags), backend.name, OK,
+                     emulated=bool(getattr(backend, "emulated", False)))
+    declared = backend.unsupported_nodes(case.graph) if hasattr(
+        backend, "unsupported_nodes") else []
+    if declared:
+        res.status, res.message = UNSUPPORTED, declared[0]
+        res.seconds = time.perf_counter() - t0
+        return res
+    unsup = ledger.find("unsupported", backend.name, case)
+    xfail = ledger.find("xfail", backend.name, case)
+    try:
+        o64, oc = oracle or oracle_outputs(case)
+    except OracleError as e:
+        res.status, res.message = ERROR, str(e)
+        res.seconds = time.perf_counter() - t0
+        return res
+    try:
+        outs = _run_backend(backend, case)
+        v = _judge(case, outs, o64, oc, ledger.overrides(backend.name, case))
+        res.status, res.message = v.status, v.message
+        res.max_abs, res.max_rel, res.max_ulp = v.max_abs, v.max_rel, v.max_ulp
+        res.worst_index, res.budget_ratio = v.worst_index, v.budget_ratio
+    except Exception as e:  # noqa: BLE001 - any backend failure is the case's error
+        from ..backends.base import UnsupportedOp
+
+        res.status = UNSUPPORTED if isinstance(e, UnsupportedOp) and unsup else ERROR
+        res.message = f"{type(e).__name__}: {e}"
+    _apply_ledger(res, unsup, xfail)
+    if res.status not in PASSING and res.status != XPASS and repro_dir is not None:
+        from .repro import write_repro
+
+        res.repro = write_repro(repro_dir, spec or backend.name, case, res)
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def _apply_ledger(res: CaseResult, unsup, xfail) -> None:
+    failing = res.status not in PASSING
+    entry = unsup or xfail
+    if entry is None or res.status == UNSUPPORTED:
+        return
+    if not failing:
+        res.status = XPASS
+        res.message = (f"unexpected pass: delete {entry.where()} ({entry.describe()}; "
+                       f"reason was: {entry.reason})")
+        return
+    if unsup is not None:
+        res.status, res.message = UNSUPPORTED, f"{unsup.reason} ({unsup.where()})"
+        return
+    if xfail.status == res.status and (not xfail.error or xfail.error in res.message):
+        res.message = f"{xfail.reason} ({xfail.where()}): {res.message}"
+        res.status = XFAIL
+    else:
+        res.message += (f"\n  (the ledger expects {xfail.status}"
+                        f"{' with ' + repr(xfail.error) if xfail.error else ''} at "
+                        f"{xfail.where()})")
+
+
+# ── running many cases ─────────────────────────────────────────────────────
+
+_WORK: dict = {}
+
+
+def _worker(chunk):
+    b, spec, cases, ledger, repro_dir = (_WORK[k] for k in
+                                         ("backend", "spec", "cases", "ledger", "repro"))
+    return [run_case(b, cases[i], ledger, repro_dir=repro_dir, spec=spec).to_json()
+            for i in chunk]
+
+
+def shard_cases(cases: list, shard: str | None) -> list:
+    """Cases of shard ``i/n`` (1-based i): every n-th case by id, starting at the i-th."""
+    if not shard:
+        return cases
+    try:
+        i, n = (int(p) for p in shard.split("/"))
+    except ValueError:
+        raise ValueError(f"--shard must look like i/n (e.g. 2/4), got {shard!r}") from None
+    if not 1 <= i <= n:
+        raise ValueError(f"--shard {shard}: i must be in 1..{n}")
+    ordered = sorted(cases, key=lambda c: c.id)
+    return ordered[i - 1::n]
+
+
+class Progress:
+    """A one-line progress report on stderr (every ~2 s, and at the end)."""
+
+    def __init__(self, label: str, total: int, enabled: bool = True):
+        self.label, self.total, self.enabled = label, total, enabled
+        self.done = self.failing = 0
+        self.t0 = self.last = time.monotonic()
+
+    def update(self, results: list) -> None:
+        self.done += len(results)
+        self.failing += sum(r["status"] not in PASSING for r in results)
+        now = time.monotonic()
+        if self.enabled and (now - self.last > 2 or self.done == self.total):
+            self.last = now
+            print(f"[{self.label}] {self.done}/{self.total} cases, {self.failing} failing, "
+                  f"{now - self.t0:.1f}s", file=sys.stderr, flush=True)
+
+
+def run_backend(backend, cases: list, ledger, *, jobs: int = 1, repro_dir=None,
+                spec: str | None = None, progress: bool = True) -> list[dict]:
+    """All cases on one backend; result dicts in case order."""
+    _WORK.update(backend=backend, spec=spec or backend.name, cases=cases, ledger=ledger,
+                 repro=repro_dir)
+    size = max(1, min(64, len(cases) // (jobs * 8) or 1))
+    chunks = [list(range(i, min(i + size, len(cases)))) for i in range(0, len(cases), size)]
+    bar = Progress(backend.name, len(cases), progress)
+    out: list = []
+    if jobs > 1 and len(chunks) > 1:
+        import multiprocessing as mp
+
+        with mp.get_context("fork").Pool(jobs) as pool:
+            for part in pool.imap(_worker, chunks):
+                out += part
+                bar.update(part)
+    else:
+        for chunk in chunks:
+            part = _worker(chunk)
+            out += part
+            bar.update(part)
+    return out
+
+
+def results_document(backends: list, results: list) -> dict:
+    """The results file: format tag, machine, each backend's declared table, all results."""
+    return {
+        "format": FORMAT,
+        "machine": {"host": platform.node(), "platform": platform.platform(),
+                    "python": platform.python_version(), "numpy": np.__version__},
+        "backends": {b.name: (b.describe() if hasattr(b, "describe") else
+                              {"emulated": False, "device": "", "declared": {}, "paths": {}})
+                     for b in backends},
+        "results": results,
+    }
+
+
+def write_results(doc: dict, path) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
+
+
+def summarize(results: list[dict]) -> dict:
+    counts: dict = {}
+    for r in results:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    return counts
+
+
+def failing(results: list[dict]) -> list[dict]:
+    return [r for r in results if r["status"] not in PASSING]
+
+
+__all__ = ["run_case", "run_backend", "oracle_outputs", "results_document", "write_results",
+           "shard_cases", "summarize", "failing", "OracleError", "MISMATCH", "XFAIL"]
