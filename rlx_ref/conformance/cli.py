@@ -20,6 +20,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repro-dir", default="repros", help="where failing cases leave repros")
     p.add_argument("--ledger", help="expectations file (default: the packaged one)")
     p.add_argument("--junit", help="also write JUnit XML here")
+    p.add_argument("--machine", help="record this label instead of the host details "
+                   "(for reports that must not depend on the machine)")
     p.add_argument("--list", action="store_true", help="list the selected cases and stop")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
 
@@ -62,7 +64,7 @@ def run(args) -> int:
     for spec, b in backends:
         results += run_backend(b, cases, ledger, jobs=args.jobs, repro_dir=args.repro_dir,
                                spec=spec, progress=not args.quiet)
-    doc = results_document([b for _, b in backends], results)
+    doc = results_document([b for _, b in backends], results, args.machine)
     if args.out:
         write_results(doc, args.out)
     if args.junit:

@@ -183,12 +183,18 @@ def run_backend(backend, cases: list, ledger, *, jobs: int = 1, repro_dir=None,
     return out
 
 
-def results_document(backends: list, results: list) -> dict:
-    """The results file: format tag, machine, each backend's declared table, all results."""
+def results_document(backends: list, results: list, machine: str | None = None) -> dict:
+    """The results file: format tag, machine, each backend's declared table, all results.
+
+    ``machine`` replaces the recorded host details by a fixed label (used for the committed
+    report, which must not depend on the machine that regenerated it).
+    """
+    info = {"host": machine} if machine else {
+        "host": platform.node(), "platform": platform.platform(),
+        "python": platform.python_version(), "numpy": np.__version__}
     return {
         "format": FORMAT,
-        "machine": {"host": platform.node(), "platform": platform.platform(),
-                    "python": platform.python_version(), "numpy": np.__version__},
+        "machine": info,
         "backends": {b.name: (b.describe() if hasattr(b, "describe") else
                               {"emulated": False, "device": "", "declared": {}, "paths": {}})
                      for b in backends},
