@@ -9,6 +9,7 @@ from .base import Backend, BackendUnavailable
 BUILTIN = {
     "reference": "rlx_ref.backends.reference:ReferenceBackend",
     "broken": "rlx_ref.backends.broken:BrokenBackend",
+    "numba-cpu": "rlx_ref.backends.numba_cpu:NumbaCpuBackend",
 }
 ENTRY_POINT_GROUP = "rlx_ref.backends"
 

@@ -38,12 +38,19 @@ class Session:
 
 
 class CompiledGraph:
-    """A verified graph bound to the oracle; params persist across runs."""
+    """A verified graph with checked I/O; params persist across runs.
+
+    The base class runs the oracle interpreter; backends subclass it and override
+    ``_execute`` (and set ``_uses_interpreter = False``).
+    """
+
+    _uses_interpreter = True
 
     def __init__(self, graph: Graph, float64: bool = False):
         self.graph = graph
         self.device = "reference"
-        self._interp = Interpreter(graph, float64, verify=False)
+        self._interp = Interpreter(graph, float64, verify=False) if self._uses_interpreter \
+            else None
         self._inputs = {n.attrs.name: n.shape for n in graph.input_nodes()}
         self._params_decl = {n.attrs.name: n.shape for n in graph.param_nodes()}
         self._params: dict = {}
@@ -84,7 +91,11 @@ class CompiledGraph:
             arr = np.asarray(inputs[k])
             self._check(k, arr, decl, "input", bound)
             arrays[k] = arr
-        return self._interp.run(arrays, self._params)
+        return self._execute(arrays, self._params, bound)
+
+    def _execute(self, inputs: dict, params: dict, bindings: dict) -> list:
+        """Run the checked inputs (``bindings``: dynamic symbol → size); engines override."""
+        return self._interp.run(inputs, params)
 
     def run_flat(self, inputs: dict) -> list:
         """Like ``run`` but inputs may be flat (reshaped by declaration); outputs are 1-D."""

@@ -1,0 +1,1 @@
+"""Code generation shared by the Numba (Python source) and OpenCL/CUDA (C source) renderers."""

@@ -1,0 +1,4 @@
+"""The Numba CPU backend: kernels generated from the registry, njit-compiled and cached."""
+from .backend import NumbaCpuBackend
+
+__all__ = ["NumbaCpuBackend"]

@@ -1,0 +1,156 @@
+"""Renders one elementwise kernel (a standalone op or a fused region) as Numba source.
+
+A chain is a list of steps ``(kind, attrs, operands)`` with operands ``("Input", i)`` or
+``("Step", j)``, evaluated per output element. Float steps compute in f64 and round to
+their dtype once (f32 steps store through ``np.float32``), so a fused chain rounds
+exactly where the unfused ops do. Each input is read one of four ways, chosen on the
+host: ``full`` (same element count: flat index), ``scalar`` (element 0), ``mod``
+(suffix broadcast: index % m) or ``strided`` (general broadcast: per-axis strides).
+"""
+from __future__ import annotations
+
+import hashlib
+
+from ...ir.dtype import DType, int_range
+from ..codegen.scalar import ACTIVATION, ACTIVATION_INT, BINARY, BINARY_INT, COMPARE
+from .prelude import PRELUDE
+
+PARALLEL_MIN = 1 << 15          # below this a serial loop beats thread start-up
+
+NP_TYPE = {DType.F32: "np.float32", DType.F64: "np.float64", DType.I8: "np.int8",
+           DType.I16: "np.int16", DType.I32: "np.int32", DType.I64: "np.int64",
+           DType.U8: "np.uint8", DType.U32: "np.uint32", DType.BOOL: "np.bool_"}
+
+
+class Unsupported(Exception):
+    """The chain needs something this renderer cannot express (e.g. f16 steps)."""
+
+
+def _store(expr: str, dt: DType) -> str:
+    """Round/wrap a computed value into dtype ``dt`` (floats computed in f64)."""
+    if dt is DType.BOOL:
+        return f"({expr}) != 0"
+    if dt is DType.F16:
+        return f"_rnd_f16(np.float64({expr}))"     # f16/bf16 values live in f64 variables
+    if dt is DType.BF16:
+        return f"_rnd_bf16(np.float64({expr}))"
+    if dt not in NP_TYPE:
+        raise Unsupported(f"{dt} values inside a kernel")
+    return f"{NP_TYPE[dt]}({expr})"
+
+
+def _as_compute(name: str, dt: DType) -> str:
+    return f"np.float64({name})" if dt.is_float else name
+
+
+def _cast(x: str, src: DType, to: DType) -> str:
+    if to is DType.BOOL:
+        return f"{x} != 0"
+    if to.is_float:
+        return _store(f"np.float64({x})", to)
+    if src.is_float:
+        lo, hi = int_range(to)
+        return _store(f"_f2i_sat({x}, {lo}, {hi})", to)
+    return _store(f"np.int64({x})", to)       # int/bool → int: two's-complement wrap
+
+
+def step_expr(kind: str, attrs, args: list[str], dts: list[DType], out: DType) -> str:
+    """One step's value, already stored in its dtype ``out``."""
+    if kind == "Activation":
+        if dts[0].is_float:
+            return _store(ACTIVATION[attrs.op]["py"].format(x=_as_compute(args[0], dts[0])),
+                          out)
+        return _store(ACTIVATION_INT[attrs.op]["py"].format(x=f"np.int64({args[0]})"), out)
+    if kind == "Binary":
+        if dts[0].is_float:
+            a, b = (_as_compute(x, d) for x, d in zip(args, dts))
+            return _store(BINARY[attrs.op]["py"].format(a=a, b=b), out)
+        if dts[0] is DType.BOOL:
+            return _store(BINARY_INT[attrs.op]["py"].format(a=args[0], b=args[1],
+                                                            bits=8), out)
+        bits = dts[0].size_bytes * 8
+        a, b = (f"np.int64({x})" for x in args)
+        return _store(BINARY_INT[attrs.op]["py"].format(a=a, b=b, bits=bits), out)
+    if kind == "Compare":
+        return f"{args[0]} {COMPARE[attrs.op]} {args[1]}"
+    if kind == "Cast":
+        return _cast(args[0], dts[0], out)      # out: attrs.to, or its f64 shadow
+    if kind == "Where":
+        return f"{args[1]} if {args[0]} != 0 else {args[2]}"
+    if kind == "StopGradient":
+        return args[0]
+    if kind == "Fma":
+        if dts[0].is_float:
+            a, b, c = (_as_compute(x, d) for x, d in zip(args, dts))
+            return _store(f"{a} * {b} + {c}", out)
+        return _store(f"np.int64({args[0]}) * np.int64({args[1]}) + np.int64({args[2]})", out)
+    if kind == "Clamp":
+        if dts[0].is_float:
+            x = _as_compute(args[0], dts[0])
+            return _store(f"_fmin(_fmax({x}, {attrs.min!r}), {attrs.max!r})", out)
+        lo, hi = int_range(dts[0])
+        lo_i = min(max(_ceil(attrs.min), lo), hi)
+        hi_i = min(max(_floor(attrs.max), lo), hi)
+        return _store(f"min(max(np.int64({args[0]}), {lo_i}), {hi_i})", out)
+    raise Unsupported(f"{kind} inside an elementwise kernel")
+
+
+def _ceil(v: float) -> int:
+    import math
+
+    return math.ceil(v)
+
+
+def _floor(v: float) -> int:
+    import math
+
+    return math.floor(v)
+
+
+def render(steps, in_dtypes, step_dtypes, modes) -> tuple[str, str]:
+    """(kernel name, source) of a chain; ``modes`` has one read mode per input."""
+    n_in = len(in_dtypes)
+    params = []
+    for i, m in enumerate(modes):
+        params.append(f"x{i}")
+        if m == "strided":
+            params.append(f"st{i}")
+    reads = []
+    for i, m in enumerate(modes):
+        idx = {"full": "i", "scalar": "0", "mod": f"i % m{i}", "strided": f"j{i}"}[m]
+        if m == "strided":
+            reads.append(f"        j{i} = _offset(i, dims, st{i})")
+        reads.append(f"        v{i} = x{i}[{idx}]")
+    body = []
+    for k, (kind, attrs, ops) in enumerate(steps):
+        args = [f"v{j}" if src == "Input" else f"s{j}" for src, j in ops]
+        dts = [in_dtypes[j] if src == "Input" else step_dtypes[j] for src, j in ops]
+        body.append(f"        s{k} = {step_expr(kind, attrs, args, dts, step_dtypes[k])}")
+    last = len(steps) - 1
+    mods = [f"    m{i} = x{i}.size" for i, m in enumerate(modes) if m == "mod"]
+    loop = "\n".join(reads + body + [f"        out[i] = s{last}"])
+    key = hashlib.sha256(("|".join(body) + "|".join(modes) + str(in_dtypes)).encode())
+    name = f"ew_{key.hexdigest()[:12]}"
+    sig = ", ".join(["out"] + params + ["dims"])
+    src = [PRELUDE, _OFFSET]
+    for suffix, rng in (("", "range"), ("_par", "prange")):
+        par = ", parallel=True" if suffix else ""
+        src.append(f"@njit(cache=True, error_model='numpy', nogil=True{par})\n"
+                   f"def {name}{suffix}({sig}):\n"
+                   f"    n = out.size\n" + "\n".join(mods) + ("\n" if mods else "") +
+                   f"    for i in {rng}(n):\n{loop}\n")
+    del n_in
+    return name, "\n\n".join(src)
+
+
+_OFFSET = '''
+@njit(inline="always", cache=True)
+def _offset(i, dims, strides):
+    j = 0
+    r = i
+    for ax in range(dims.size - 1, -1, -1):
+        d = dims[ax]
+        j += (r % d) * strides[ax]
+        r //= d
+    return j
+'''

@@ -1,0 +1,77 @@
+"""Generated kernel source → compiled Numba functions, cached on disk.
+
+A kernel is Python source that defines one ``@njit(cache=True)`` function. The source is
+written to a file named by its hash under the cache directory and imported from there, so
+Numba's own on-disk cache (which needs a real file) makes a second process fast.
+``RLX_REF_DUMP_KERNELS=DIR`` also copies every generated source into DIR.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+HEADER = "import math\nimport numpy as np\nfrom numba import njit, prange\n\n"
+
+
+def cache_dir() -> Path:
+    """``RLX_REF_CACHE_DIR`` or ``~/.cache/rlx_ref`` (a temp dir if home is read-only)."""
+    root = os.environ.get("RLX_REF_CACHE_DIR")
+    base = Path(root) if root else Path(os.path.expanduser("~")) / ".cache" / "rlx_ref"
+    path = base / "numba_cpu"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        path = Path(tempfile.gettempdir()) / "rlx_ref_numba_cpu"
+        path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+class Kernel:
+    """One compiled kernel module: its name, full source, main callable and siblings."""
+
+    def __init__(self, name: str, source: str, module):
+        self.name, self.source, self.module = name, source, module
+        self.fn = getattr(module, name)
+
+    def get(self, fname: str):
+        """Another function defined by the same source (e.g. the parallel variant)."""
+        return getattr(self.module, fname)
+
+    def __call__(self, *args):
+        return self.fn(*args)
+
+
+_LOADED: dict = {}
+
+
+def compile_kernel(name: str, body: str) -> Kernel:
+    """Compile ``body`` (defining a function called ``name``) and return the Kernel.
+
+    Identical sources share one module per process and one file (and Numba cache) on disk.
+    """
+    source = HEADER + body.strip() + "\n"
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    key = (name, digest)
+    if key in _LOADED:
+        return _LOADED[key]
+    mod_name = f"rlx_ref_k_{name}_{digest}"
+    path = cache_dir() / f"{mod_name}.py"
+    if not path.exists() or path.read_text() != source:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(source)
+        os.replace(tmp, path)                # atomic: concurrent processes never see half
+    dump = os.environ.get("RLX_REF_DUMP_KERNELS")
+    if dump:
+        Path(dump).mkdir(parents=True, exist_ok=True)
+        (Path(dump) / f"{name}_{digest}.py").write_text(source)
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    spec.loader.exec_module(module)
+    kernel = Kernel(name, source, module)
+    _LOADED[key] = kernel
+    return kernel

@@ -1,0 +1,119 @@
+"""Lowering of the elementwise kinds and ElementwiseRegion: one generated loop per node.
+
+Standalone ops are one-step chains; a region is its chain. 16-bit floats are read and
+written through f32/f64 shadows on the host (Numba has no f16/bf16 arithmetic); a
+region whose intermediate steps are 16-bit is rejected at compile time.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...ir.dtype import DType
+from ...ops.region import step_op, walk_chain
+from .ew_codegen import PARALLEL_MIN, render
+from .kernels import compile_kernel
+from .lowering import KERNEL_DTYPES, Step, lowers
+
+SIXTEEN = (DType.F16, DType.BF16)
+EW_DTYPES = KERNEL_DTYPES + SIXTEEN
+SHADOW_NOTE = "f16/bf16 run through f32 shadows converted on the host"
+
+
+def _steps(node) -> list:
+    if node.kind == "ElementwiseRegion":
+        return [step_op(s) for s in node.attrs.chain]
+    arity = len(node.inputs)
+    return [(node.kind, node.attrs, [("Input", i) for i in range(arity)])]
+
+
+def _mode(shape: tuple, out: tuple, region_attrs, i: int) -> tuple:
+    """How input i is read: (mode, strides or None)."""
+    size, n = math.prod(shape), math.prod(out)
+    if region_attrs is not None:
+        if region_attrs.scalar_input_mask >> i & 1:
+            return "scalar", None
+        return ("mod", None) if region_attrs.input_modulus[i] else ("full", None)
+    if size == n and shape == out or size == n == 1:
+        return "full", None
+    if size == 1:
+        return "scalar", None
+    core = tuple(shape)
+    while core and core[0] == 1:
+        core = core[1:]
+    if core and core == tuple(out[len(out) - len(core):]):
+        return "mod", None
+    view = np.broadcast_to(np.empty(shape, np.int8), out)
+    return "strided", np.array(view.strides, np.int64)
+
+
+def _shadow(dt: DType) -> DType:
+    return DType.F32 if dt in SIXTEEN else dt
+
+
+def lower_chain(node, ins, ctx) -> Step:
+    steps = _steps(node)
+    region = node.attrs if node.kind == "ElementwiseRegion" else None
+    in_dts = [s.dtype for s in ins]
+    step_dts = walk_chain([s for s in node.attrs.chain], in_dts) if region else \
+        [node.shape.dtype]
+    k_in = [_shadow(d) for d in in_dts]
+    out_dt = node.shape.dtype
+    k_out = DType.F64 if out_dt in SIXTEEN else out_dt
+    k_steps = list(step_dts[:-1]) + [k_out]
+    out_dims = tuple(node.shape.dims)
+    prologue = region is not None and region.prologue == "ResizeNearest2x"
+    modes, strides = [], []
+    for i, s in enumerate(ins):
+        if prologue and i == region.prologue_input:
+            m, st = "full", None
+        else:
+            m, st = _mode(tuple(s.dims), out_dims, region, i)
+        modes.append(m)
+        strides.append(st)
+    name, source = render(steps, k_in, k_steps, modes)
+    kernel = compile_kernel(name, source)
+    fn = kernel.get(name + "_par") if math.prod(out_dims) >= PARALLEL_MIN else kernel.fn
+    dims = np.array(out_dims or (1,), np.int64)
+    convert_in = [d in SIXTEEN for d in in_dts]
+    convert_out = out_dt in SIXTEEN
+
+    def run(out, *xs):
+        args = []
+        for i, x in enumerate(xs):
+            if prologue and i == region.prologue_input:
+                x = x.repeat(2, axis=2).repeat(2, axis=3)
+            if convert_in[i]:
+                x = x.astype(np.float32)
+            args.append(x.reshape(-1))
+            if modes[i] == "strided":
+                args.append(strides[i])            # element strides (0 = broadcast)
+        if convert_out:
+            tmp = np.empty(out.shape, np.float64)
+            fn(tmp.reshape(-1), *args, dims)
+            with np.errstate(over="ignore"):            # overflow to ±inf is the rounding
+                out[...] = tmp.astype(out.dtype)
+        else:
+            fn(out.reshape(-1), *args, dims)
+        if fix_fma:
+            _exact_fma_fixup(out, xs)
+    fix_fma = node.kind == "Fma" and node.shape.dtype is DType.F64
+    return Step(run, [kernel])
+
+
+def _exact_fma_fixup(out, xs) -> None:
+    """f64 Fma: where a·b overflows (or the result is not finite) the kernel's a·b + c is
+    wrong; recompute those few elements exactly on the host, as the oracle does."""
+    from ...ops._elementwise_binary import _fma_exact
+
+    a, b, c = np.broadcast_arrays(*xs)
+    with np.errstate(all="ignore"):
+        bad = ~np.isfinite(out) | (np.abs(a) * np.abs(b) > 1e300)
+    if bad.any():
+        out[bad] = _fma_exact(a[bad], b[bad], c[bad], np.float64)
+
+
+for _kind in ("Activation", "Binary", "Compare", "Cast", "StopGradient", "Where", "Fma",
+              "Clamp", "ElementwiseRegion"):
+    lowers(_kind, EW_DTYPES, reason=SHADOW_NOTE)(lower_chain)

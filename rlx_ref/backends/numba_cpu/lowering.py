@@ -1,0 +1,84 @@
+"""How each op kind becomes a Step of the Numba CPU plan.
+
+A family file registers ``@lowers("Kind", dtypes=...)`` functions
+``lower(node, ins: list[Shape], ctx: LowerCtx) -> Step``. A Step runs compiled kernels on
+input arrays and writes the node's preallocated output buffer. The declared op table of
+the backend is exactly what is registered here (kind → dtypes), with the path and reason
+for anything not run natively.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ...ir.dtype import DType
+
+NUMERIC = tuple(d for d in DType if d.is_float or d.is_int) + (DType.BOOL,)
+FLOATS = (DType.F32, DType.F64)
+KERNEL_DTYPES = (DType.F32, DType.F64, DType.I8, DType.I16, DType.I32, DType.I64, DType.U8,
+                 DType.U32, DType.BOOL)
+
+
+@dataclass
+class Lowering:
+    kind: str
+    fn: Callable
+    dtypes: frozenset
+    path: str = "native"        # native | host | decomposed | rewritten
+    reason: str = ""
+
+
+LOWERINGS: dict[str, Lowering] = {}
+
+
+def lowers(kind: str, dtypes=KERNEL_DTYPES, path: str = "native", reason: str = ""):
+    """Register the lowering of ``kind`` for node output dtypes ``dtypes``."""
+    def deco(fn):
+        if kind in LOWERINGS:
+            raise ValueError(f"numba-cpu: {kind} is lowered twice")
+        LOWERINGS[kind] = Lowering(kind, fn, frozenset(dtypes), path, reason)
+        return fn
+    return deco
+
+
+@dataclass
+class Step:
+    """Run ``fn(out, *inputs)``; ``kernels`` are the compiled kernels it uses (for sources).
+
+    ``fn`` writes the output buffer in place. When ``returns`` is True it instead returns
+    the output array (host steps whose size is only known at run time).
+    """
+
+    fn: Callable
+    kernels: list = field(default_factory=list)
+    returns: bool = False
+    note: str = ""
+
+
+@dataclass
+class LowerCtx:
+    """What a lowering may use: the node, the graph, options and a body compiler."""
+
+    node: object
+    graph: object
+    options: object = None
+    compile_body: Callable | None = None    # graph -> a runnable plan (control flow)
+
+
+def load_families():
+    """Import the lowering family files (each registers its kinds)."""
+    import importlib
+
+    for fam in FAMILIES:
+        importlib.import_module(f"{__package__}.{fam}")
+
+
+FAMILIES: tuple = ("lower_elementwise",)
+
+
+def _leaf(node, ins, ctx):
+    raise AssertionError("leaves are bound by the plan, not lowered")
+
+
+for _kind in ("Input", "Param", "Constant"):
+    lowers(_kind, tuple(DType))(_leaf)

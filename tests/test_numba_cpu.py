@@ -1,0 +1,126 @@
+"""The Numba CPU backend: contract, planning, caching, kernel dumps and a conformance slice."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import rlx_ref
+from rlx_ref.backends.base import UnsupportedOp
+from rlx_ref.backends.registry import get_backend
+from rlx_ref.conformance.cases import build_cases, filter_cases
+from rlx_ref.conformance.ledger import load_ledger
+from rlx_ref.conformance.runner import run_case
+
+numba = pytest.importorskip("numba")
+NB = get_backend("numba-cpu")
+
+
+def _mlp():
+    g = rlx_ref.Graph("mlp")
+    x = g.input("x", [4, 8])
+    b = g.param("b", [8])
+    h = g.gelu(g.add(x, b))
+    g.set_outputs([g.mul(h, g.sigmoid(h)), g.lt_(h, x)])
+    return g
+
+
+def test_runs_a_graph_and_matches_the_oracle():
+    g = _mlp()
+    x = np.linspace(-3, 3, 32, dtype=np.float32).reshape(4, 8)
+    b = np.arange(8, dtype=np.float32) / 8
+    exe = NB.compile(g)
+    exe.set_param("b", b)
+    got = exe.run({"x": x})
+    want = rlx_ref.interpret(g, {"x": x}, {"b": b})
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-7)
+    np.testing.assert_array_equal(got[1], want[1])
+    assert exe.kernel_sources() and all("@njit" in s for s in exe.kernel_sources().values())
+
+
+def test_outputs_are_fresh_arrays_each_run():
+    g = rlx_ref.Graph("o")
+    x = g.input("x", [3])
+    g.set_outputs([g.neg(x), x])
+    exe = NB.compile(g)
+    a = exe.run({"x": np.ones(3, np.float32)})
+    b = exe.run({"x": np.full(3, 2, np.float32)})
+    assert a[0].tolist() == [-1, -1, -1] and b[0].tolist() == [-2, -2, -2]
+    assert a[1] is not b[1]
+
+
+def test_intermediates_reuse_buffers_by_liveness():
+    g = rlx_ref.Graph("chain")
+    x = g.input("x", [64])
+    y = x
+    for _ in range(6):
+        y = g.exp(g.neg(y))
+    g.set_outputs([y])
+    exe = NB.compile(g)
+    plan = exe._plans[()]
+    distinct = {id(b) for b in plan.buffer.values()}
+    assert len(plan.buffer) == 11 and len(distinct) <= 2
+    got = exe.run({"x": np.linspace(0, 1, 64, dtype=np.float32)})[0]
+    want = rlx_ref.interpret(g, {"x": np.linspace(0, 1, 64, dtype=np.float32)})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_unsupported_kinds_fail_to_compile_listing_every_node():
+    g = rlx_ref.Graph("u")
+    x = g.input("x", [2, 3])
+    g.set_outputs([g.softmax(x, -1), g.sum(x, [1])])
+    missing = [k for k in ("Softmax", "Reduce") if not NB.supports(k)]
+    if not missing:
+        pytest.skip("both kinds are lowered now")
+    with pytest.raises(UnsupportedOp) as e:
+        NB.compile(g)
+    for k in missing:
+        assert k in str(e.value)
+
+
+def test_integer_division_by_zero_names_the_node():
+    g = rlx_ref.Graph("div")
+    a = g.input("a", [3], "i32")
+    b = g.input("b", [3], "i32")
+    g.set_outputs([g.div(a, b)])
+    exe = NB.compile(g)
+    with pytest.raises(Exception, match=r"at %2 in @div: integer division by zero"):
+        exe.run({"a": np.ones(3, np.int32), "b": np.array([1, 0, 2], np.int32)})
+
+
+def test_dynamic_dims_bind_per_run():
+    g = rlx_ref.Graph("dyn")
+    x = g.input("x", [rlx_ref.Dyn(0), 3])
+    g.set_outputs([g.relu(x)])
+    exe = NB.compile(g)
+    for n in (1, 5):
+        out = exe.run({"x": np.full((n, 3), -1, np.float32)})[0]
+        assert out.shape == (n, 3) and not out.any()
+
+
+@pytest.mark.parametrize("op", ["Activation", "Binary", "Compare", "Cast", "Where", "Fma",
+                                "Clamp", "StopGradient", "ElementwiseRegion"])
+def test_conformance_slice(op):
+    cases = filter_cases(build_cases(kinds=[op]), op, None, None)
+    ledger = load_ledger()
+    step = max(1, len(cases) // 60)          # a deterministic sample; the CLI runs them all
+    for case in cases[::step]:
+        res = run_case(NB, case, ledger)
+        assert res.status in ("ok", "unsupported", "xfail"), (case.id, case.tags, res.message)
+
+
+def test_kernel_dump_and_disk_cache(tmp_path):
+    code = ("import numpy as np, time, rlx_ref\n"
+            "from rlx_ref.backends.registry import get_backend\n"
+            "g = rlx_ref.Graph('c'); x = g.input('x', [5]); g.set_outputs([g.tanh(g.neg(x))])\n"
+            "t = time.perf_counter(); e = get_backend('numba-cpu').compile(g)\n"
+            "e.run({'x': np.ones(5, np.float32)}); print(time.perf_counter() - t)\n")
+    env = {**os.environ, "RLX_REF_CACHE_DIR": str(tmp_path / "cache"),
+           "RLX_REF_DUMP_KERNELS": str(tmp_path / "dump")}
+    times = [float(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                                  text=True, check=True).stdout) for _ in range(2)]
+    dumped = list((tmp_path / "dump").glob("*.py"))
+    assert len(dumped) == 2 and all("@njit" in p.read_text() for p in dumped)
+    assert list((tmp_path / "cache").rglob("*.nbi")), "numba wrote no on-disk cache index"
+    assert times[1] < times[0], times
