@@ -47,7 +47,6 @@ def timeit(fn, budget: float, min_runs: int = 3, max_runs: int = 15) -> float | 
 
 
 def _onnx_session(spec, feeds):
-    import onnx
     import onnxruntime as ort
     from onnx import TensorProto, helper
 
