@@ -21,16 +21,32 @@ class SessionError(ValueError):
 
 
 class Session:
-    """A device to compile graphs for. ``device="reference"`` (alias ``cpu-ref``)."""
+    """A device to compile graphs for: ``"reference"`` (the oracle; alias ``cpu-ref``) or
+    any backend name known to ``rlx_ref.backends.registry`` (``"numba-cpu"``, ...)."""
 
     def __init__(self, device: str = "reference", float64: bool = False):
-        if device not in DEVICES + ("cpu-ref",):
-            raise SessionError(f"unknown device {device!r}; available: {', '.join(DEVICES)}")
-        self.device = "reference"
-        self.float64 = float64
+        from ..backends.base import BackendUnavailable
+        from ..backends.registry import get_backend
 
-    def compile(self, graph: Graph) -> "CompiledGraph":
+        self.float64 = float64
+        self.backend = None
+        if device in DEVICES + ("cpu-ref",):
+            self.device = "reference"
+            return
+        try:
+            self.backend = get_backend(device)
+        except BackendUnavailable as e:
+            raise SessionError(f"unknown device {device!r}: {e}") from None
+        ok, why = self.backend.availability()
+        if not ok:
+            raise SessionError(f"device {device!r} is unavailable here: {why}")
+        self.device = self.backend.name
+
+    def compile(self, graph: Graph, options=None) -> "CompiledGraph":
+        """Verify and compile ``graph`` for this session's device."""
         verify_or_raise(graph)
+        if self.backend is not None:
+            return self.backend.compile(graph, options)
         return CompiledGraph(graph, self.float64)
 
     def __repr__(self) -> str:

@@ -28,10 +28,16 @@ class NumbaCpuBackend(Backend):
     def paths(self) -> dict:
         return {k: low.path for k, low in self._lowerings().items()}
 
+    def path_reasons(self) -> dict:
+        return {k: low.reason for k, low in self._lowerings().items() if low.reason}
+
     def compile(self, graph: Graph, options=None):
-        from ...ir.verify import verify_or_raise
+        """Run the compile pipeline (fold, DCE, decompose, legalize, fuse), then plan."""
+        from ...passes import compile_pipeline
         from .executable import NumbaExecutable
 
-        verify_or_raise(graph)
-        self.check_supported(graph)
-        return NumbaExecutable(graph, options)
+        lowered, report = compile_pipeline(graph, self, options)
+        exe = NumbaExecutable(lowered, options)
+        exe.dispatch_report = report
+        exe.source_graph = graph
+        return exe

@@ -1,0 +1,131 @@
+"""``CompileOptions``: every knob of the compile pipeline, with RLX's field names.
+
+RLX's ``CompileOptions`` (rlx-runtime/src/options.rs) has ``dce``, ``constant_folding``,
+``verbose``, ``fusion_opts``, ``arena_alignment`` and ``supported_ops``; they mean the same
+here. ``FusionOptions`` mirrors RLX's ``FusionOptions`` + ``FusionLimits``
+(``max_elementwise_steps``, ``max_elementwise_inputs``, ``unfuse_elementwise_regions``);
+``enable`` is the inverse of RLX's ``skip_fusion`` and ``min_ops`` is RLX's hard-coded
+"regions of at least 2 ops". ``constant_fold_max_elements`` and ``scan_unroll_max_length``
+are rlx_ref's own.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+MAX_ELEMENTWISE_STEPS = 32     # RLX FusionLimits::GPU_NATIVE; region kernels pack 32 steps
+MAX_ELEMENTWISE_INPUTS = 16    # RLX FusionLimits::GPU_NATIVE; input_modulus is [u32; 16]
+
+
+@dataclass(frozen=True)
+class FusionOptions:
+    """How ``MarkElementwiseRegions`` forms regions.
+
+    enable: run the fusion pass at all (RLX: ``not skip_fusion``).
+    max_elementwise_steps / max_elementwise_inputs: per-region caps (at most 32 / 16: the
+    ElementwiseRegion payload cannot hold more).
+    min_ops: the fewest ops worth a region (RLX: 2).
+    unfuse_elementwise_regions: break every region back into its ops, even on a backend
+    that claims ElementwiseRegion (RLX's CPU target does this).
+    """
+
+    enable: bool = True
+    max_elementwise_steps: int = MAX_ELEMENTWISE_STEPS
+    max_elementwise_inputs: int = MAX_ELEMENTWISE_INPUTS
+    min_ops: int = 2
+    unfuse_elementwise_regions: bool = False
+
+    def __post_init__(self):
+        if not 1 <= self.max_elementwise_steps <= MAX_ELEMENTWISE_STEPS:
+            raise ValueError(f"max_elementwise_steps must be 1..{MAX_ELEMENTWISE_STEPS} (the "
+                             f"region payload's limit), got {self.max_elementwise_steps}")
+        if not 1 <= self.max_elementwise_inputs <= MAX_ELEMENTWISE_INPUTS:
+            raise ValueError(f"max_elementwise_inputs must be 1..{MAX_ELEMENTWISE_INPUTS} "
+                             f"(the region payload's limit), got {self.max_elementwise_inputs}")
+        if self.min_ops < 1:
+            raise ValueError(f"min_ops must be >= 1, got {self.min_ops}")
+
+    @property
+    def skip_fusion(self) -> bool:
+        """RLX's name for ``not enable``."""
+        return not self.enable
+
+    @property
+    def max_steps(self) -> int:
+        """Short for ``max_elementwise_steps``."""
+        return self.max_elementwise_steps
+
+    @property
+    def max_inputs(self) -> int:
+        """Short for ``max_elementwise_inputs``."""
+        return self.max_elementwise_inputs
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """Options for ``compile_pipeline`` and ``Backend.compile``.
+
+    dce: remove nodes no output depends on (Inputs and Params stay: they are the
+    executable's interface).
+    constant_folding: evaluate CONST_FOLDABLE nodes whose operands are all Constants, on
+    the oracle, when the result has at most ``constant_fold_max_elements`` elements.
+    verbose: print the dispatch report and the pass log to stderr (as ``RLX_VERBOSE=1``).
+    fusion_opts: see ``FusionOptions``.
+    supported_ops: replaces the backend's declared table for this compile: a dict
+    ``{kind: dtypes or "all"}`` or an iterable of kinds (all dtypes). As in RLX, an empty
+    claim means "no claim": legalization accepts every kind.
+    arena_alignment: byte alignment of planned buffers (for backends that plan an arena).
+    scan_unroll_max_length: Scans this short may be unrolled (0 = never; no pass reads it
+    yet).
+    """
+
+    dce: bool = True
+    constant_folding: bool = True
+    verbose: bool = False
+    fusion_opts: FusionOptions = field(default_factory=FusionOptions)
+    supported_ops: object = None
+    arena_alignment: int = 64
+    scan_unroll_max_length: int = 0
+    constant_fold_max_elements: int = 1 << 16
+
+    def __post_init__(self):
+        a = self.arena_alignment
+        if a < 1 or a & (a - 1):
+            raise ValueError(f"arena_alignment must be a power of two, got {a}")
+        if self.scan_unroll_max_length < 0 or self.constant_fold_max_elements < 0:
+            raise ValueError("scan_unroll_max_length and constant_fold_max_elements must "
+                             "be >= 0")
+
+    @property
+    def fusion(self) -> FusionOptions:
+        """Short alias of ``fusion_opts``."""
+        return self.fusion_opts
+
+    def replace(self, **changes) -> CompileOptions:
+        """A copy with ``changes`` applied (fusion fields may be given directly too)."""
+        fusion_fields = {f.name for f in dataclasses.fields(FusionOptions)}
+        fusion = {k: changes.pop(k) for k in list(changes) if k in fusion_fields}
+        if fusion:
+            changes["fusion_opts"] = dataclasses.replace(
+                changes.get("fusion_opts", self.fusion_opts), **fusion)
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def coerce(cls, options) -> CompileOptions:
+        """``None`` → defaults; a dict → ``CompileOptions(**dict)``; an instance as is."""
+        if options is None:
+            return cls()
+        if isinstance(options, cls):
+            return options
+        if isinstance(options, dict):
+            return cls().replace(**options)
+        raise TypeError(f"compile options must be CompileOptions, a dict or None, got "
+                        f"{type(options).__name__}")
+
+
+__all__ = [
+    "MAX_ELEMENTWISE_INPUTS",
+    "MAX_ELEMENTWISE_STEPS",
+    "CompileOptions",
+    "FusionOptions",
+]
