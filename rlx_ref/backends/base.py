@@ -70,6 +70,10 @@ class Backend:
         """``{kind: "native" | "rewritten" | "decomposed" | "host"}`` for the coverage report."""
         return {k: "native" for k in self.supported_ops()}
 
+    def path_reasons(self) -> dict:
+        """``{kind: why}`` for kinds not run natively (shown in the dispatch report)."""
+        return {}
+
     def supports(self, kind: str, dtype: DType | None = None) -> bool:
         table = self.supported_ops()
         if kind not in table:
