@@ -73,7 +73,17 @@ def load_families():
         importlib.import_module(f"{__package__}.{fam}")
 
 
-FAMILIES: tuple = ("lower_elementwise",)
+FAMILIES: tuple = (
+    "lower_elementwise",
+    "lower_linalg",
+    "lower_attention",
+    "lower_conv",
+    "lower_movement",
+    "lower_reduce",
+    "lower_norm",
+    "lower_index",
+    "lower_control",
+)
 
 
 def _leaf(node, ins, ctx):

@@ -1,0 +1,223 @@
+"""Numba source of the conv family kernels (compiled by ``lower_conv``).
+
+Each template is rendered twice, serial and ``prange``; Numba specializes on dtype and
+rank. ``geo`` is an int64 array of window numbers: conv and im2col use
+``[kh, kw, sh, sw, ph, pw, dh, dw, ho, wo]``; pool uses ``[kd, kh, kw, sd, sh, sw, pd, ph,
+pw]``. Every input read is guarded by its valid range (padding reads 0 or is skipped).
+"""
+from __future__ import annotations
+
+_TAPS = '''
+@njit(cache=True, nogil=True, inline="always")
+def _span(off, step, size, count):
+    # [lo, hi): the positions o < count with 0 <= o*step + off < size
+    lo = 0 if off >= 0 else (step - 1 - off) // step
+    hi = (size - 1 - off) // step + 1 if size - 1 - off >= 0 else 0
+    hi = min(hi, count)
+    lo = min(lo, hi)
+    return lo, hi
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _tap_row(xin, geo, r, row):
+    # one row (c, i, j) of the transposed im2col matrix from the channel plane xin[c]
+    kh, kw, sh, sw, ph, pw, dh, dw, ho, wo = (geo[0], geo[1], geo[2], geo[3], geo[4],
+                                              geo[5], geo[6], geo[7], geo[8], geo[9])
+    c = r // (kh * kw)
+    i = (r // kw) % kh
+    j = r % kw
+    h = xin.shape[1]
+    w = xin.shape[2]
+    off = j * dw - pw
+    lo, hi = _span(off, sw, w, wo)
+    for oy in range(ho):
+        iy = oy * sh + i * dh - ph
+        out = row[oy * wo:(oy + 1) * wo]
+        if iy < 0 or iy >= h:
+            for t in range(wo):
+                out[t] = 0
+            continue
+        for t in range(lo):
+            out[t] = 0
+        mid = out[lo:hi]
+        if sw == 1:
+            src = xin[c, iy, lo + off:hi + off]
+            for t in range(mid.size):
+                mid[t] = src[t]
+        else:
+            src = xin[c, iy, lo * sw + off:]
+            for t in range(mid.size):
+                mid[t] = src[t * sw]
+        tail = out[hi:]
+        for t in range(tail.size):
+            tail[t] = 0
+'''
+
+CONV_HEAD = _TAPS
+
+CONV = '''
+@njit(cache=True, nogil=True{par})
+def conv_1x1{sfx}(x4, w3, o4, cb):
+    # a 1x1, stride-1, unpadded conv: x4 [N, G, Cg, H*W] is its own im2col matrix
+    ng, cog = x4.shape[1], w3.shape[1]
+    nblk = (cog + cb - 1) // cb
+    for t in {rng}(x4.shape[0] * ng * nblk):
+        n = t // (ng * nblk)
+        g = (t // nblk) % ng
+        c0 = (t % nblk) * cb
+        c1 = min(c0 + cb, cog)
+        np.dot(w3[g, c0:c1], x4[n, g], o4[n, g, c0:c1])
+
+
+@njit(cache=True, nogil=True{par})
+def conv_gemm{sfx}(x5, w3, o4, cols, geo, cb):
+    # x5 [N, G, Cg, H, W]; w3 [G, Cog, Cg*kh*kw]; o4 [N, G, Cog, Ho*Wo];
+    # cols [NB, G, Cg*kh*kw, Ho*Wo]: NB images are unfolded in one pass, then multiplied
+    # in blocks of cb output channels (single-threaded BLAS calls, in parallel)
+    nimg, ng = x5.shape[0], x5.shape[1]
+    nb, kg = cols.shape[0], cols.shape[2]
+    cog = w3.shape[1]
+    nblk = (cog + cb - 1) // cb
+    for n0 in range(0, nimg, nb):
+        m = min(nb, nimg - n0)
+        for t in {rng}(m * ng * kg):
+            i = t // (ng * kg)
+            g = (t // kg) % ng
+            r = t % kg
+            _tap_row(x5[n0 + i, g], geo, r, cols[i, g, r])
+        for t in {rng}(m * ng * nblk):
+            i = t // (ng * nblk)
+            g = (t // nblk) % ng
+            c0 = (t % nblk) * cb
+            c1 = min(c0 + cb, cog)
+            np.dot(w3[g, c0:c1], cols[i, g], o4[n0 + i, g, c0:c1])
+
+
+@njit(cache=True, nogil=True{par})
+def convt_gemm{sfx}(x4, wt, o5, cols, geo, cb):
+    # x4 [N, G, Cig, H*W]; wt [G, Cog*kh*kw, Cig]; o5 [N, G, Cog, Ho, Wo] (zeroed here);
+    # cols [NB, G, Cog*kh*kw, H*W]: NB images of Wᵀ·x (blocks of cb rows, single-threaded
+    # BLAS calls in parallel), then col2im over (image, group, output channel) planes
+    kh, kw, sh, sw, ph, pw, dh, dw = (geo[0], geo[1], geo[2], geo[3], geo[4], geo[5],
+                                      geo[6], geo[7])
+    h = geo[10]
+    w = geo[11]
+    nimg, ng, cog, ho, wo = o5.shape[0], o5.shape[1], o5.shape[2], o5.shape[3], o5.shape[4]
+    nb, krows = cols.shape[0], cols.shape[2]
+    nblk = (krows + cb - 1) // cb
+    for n0 in range(0, nimg, nb):
+        m = min(nb, nimg - n0)
+        for t in {rng}(m * ng * nblk):
+            i = t // (ng * nblk)
+            g = (t // nblk) % ng
+            r0 = (t % nblk) * cb
+            r1 = min(r0 + cb, krows)
+            np.dot(wt[g, r0:r1], x4[n0 + i, g], cols[i, g, r0:r1])
+        for t in {rng}(m * ng * cog):
+            i = t // (ng * cog)
+            g = (t // cog) % ng
+            o = t % cog
+            plane = o5[n0 + i, g, o]
+            for y in range(ho):
+                for x in range(wo):
+                    plane[y, x] = 0
+            for a in range(kh):
+                for b in range(kw):
+                    crow = cols[i, g, (o * kh + a) * kw + b]
+                    off = b * dw - pw
+                    lo, hi = _span(off, sw, wo, w)   # input columns that land inside
+                    for iy in range(h):
+                        oy = iy * sh + a * dh - ph
+                        if oy < 0 or oy >= ho:
+                            continue
+                        dst = plane[oy, lo * sw + off:]
+                        src = crow[iy * w + lo:iy * w + hi]
+                        for t2 in range(src.size):
+                            dst[t2 * sw] += src[t2]
+'''
+
+IM2COL = '''
+@njit(cache=True, nogil=True{par})
+def im2col{sfx}(x, out, geo):
+    # out[(n*Ho + oy)*Wo + ox, (c*kh + i)*kw + j] = x[n, c, oy*sh + i*dh - ph, ...] or 0
+    kh, kw, sh, sw, ph, pw, dh, dw, ho, wo = (geo[0], geo[1], geo[2], geo[3], geo[4],
+                                              geo[5], geo[6], geo[7], geo[8], geo[9])
+    nc = x.shape[1]
+    h = x.shape[2]
+    w = x.shape[3]
+    for t in {rng}(x.shape[0] * ho):
+        n = t // ho
+        oy = t % ho
+        for ox in range(wo):
+            row = out[t * wo + ox]
+            for c in range(nc):
+                for i in range(kh):
+                    iy = oy * sh + i * dh - ph
+                    for j in range(kw):
+                        ix = ox * sw + j * dw - pw
+                        col = (c * kh + i) * kw + j
+                        if iy >= 0 and iy < h and ix >= 0 and ix < w:
+                            row[col] = x[n, c, iy, ix]
+                        else:
+                            row[col] = 0
+'''
+
+POOL = '''
+@njit(cache=True, nogil=True{par})
+def pool{sfx}(x, out, geo, kind):
+    # x [P, D, H, W] -> out [P, Do, Ho, Wo]; kind 0 Sum, 1 Mean, 2 Max, 3 Min, 4 Prod.
+    # Padding is skipped (Mean divides by the full window); Max/Min propagate NaN.
+    kd, kh, kw, sd, sh, sw, pd, ph, pw = (geo[0], geo[1], geo[2], geo[3], geo[4], geo[5],
+                                          geo[6], geo[7], geo[8])
+    d_in = x.shape[1]
+    h_in = x.shape[2]
+    w_in = x.shape[3]
+    do_ = out.shape[1]
+    ho = out.shape[2]
+    wo = out.shape[3]
+    vol = kd * kh * kw
+    for t in {rng}(out.shape[0] * do_ * ho):
+        p = t // (do_ * ho)
+        od = (t // ho) % do_
+        oy = t % ho
+        z0 = max(od * sd - pd, 0)
+        z1 = min(od * sd - pd + kd, d_in)
+        y0 = max(oy * sh - ph, 0)
+        y1 = min(oy * sh - ph + kh, h_in)
+        for ox in range(wo):
+            x0 = max(ox * sw - pw, 0)
+            x1 = min(ox * sw - pw + kw, w_in)
+            if kind == 2:
+                acc = -np.inf
+            elif kind == 3:
+                acc = np.inf
+            elif kind == 4:
+                acc = 1.0
+            else:
+                acc = 0.0
+            for z in range(z0, z1):
+                for y in range(y0, y1):
+                    xr = x[p, z, y]
+                    for xx in range(x0, x1):
+                        v = np.float64(xr[xx])
+                        if kind == 2:
+                            if v > acc or v != v:
+                                acc = v
+                        elif kind == 3:
+                            if v < acc or v != v:
+                                acc = v
+                        elif kind == 4:
+                            acc *= v
+                        else:
+                            acc += v
+            if kind == 1:
+                acc = acc / vol
+            out[p, od, oy, ox] = acc
+'''
+
+
+def render(template: str, head: str = "") -> str:
+    """``head`` then the serial and ``prange`` variants (suffix ``_par``) of a template."""
+    serial = template.format(par="", sfx="", rng="range")
+    par = template.format(par=", parallel=True", sfx="_par", rng="prange")
+    return head + "\n\n" + serial + "\n\n" + par

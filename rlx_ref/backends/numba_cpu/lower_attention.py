@@ -1,0 +1,327 @@
+"""Lowering of the attention family: Attention (every mask kind, layout, GQA, softcap,
+v_head_dim) and Rope.
+
+Attention is one fused kernel over query tiles of one (batch, head): the tile's scores
+``Q_tile·Kᵀ`` come from one BLAS call into a per-thread ``rows × S_k`` buffer (at most
+TILE_ELEMS scores; nothing of size ``S_q × S_k`` exists), then each row gets scale, bias,
+softcap and mask in the reference's order and a max-subtracted softmax (a vectorized
+polynomial exp in f64 and f64 sums), and one more BLAS call forms ``P·V``. Tiles run in
+parallel (prange) when the work is large. Products run in f64, or in f32 for f32/f16/bf16
+when S_k and S_k·D are large enough that the contract's budget (∝ S_k·D) dwarfs the f32
+rounding of a D-term dot (``_gemm_dtype``); softmax sums are f64 either way. Q, K and V are
+read into ``[B, H, S, D]`` buffers of the product dtype (a copy, skipped when an input is
+already that). Keys hidden from every row of a tile by a causal or sliding-window mask are
+neither scored nor summed when V is finite (0·inf must stay NaN) and they would get no
+weight (a row whose best visible score is below the -1e9 fill redoes the tile over every
+key). Rope is a row-parallel kernel over positions that copies the pass-through lanes and
+rotates the pairs in f64.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...ir.dtype import DType
+from ...ops import _attention_geom as geo
+from ...ops.attention import rope_tables
+from .kernels import compile_kernel
+from .lower_linalg import FLOATS, blas_serial
+from .lowering import Step, lowers
+
+ROW_CHUNKS = 16                  # tile chunks per call (a few per thread balance the load)
+PAR_MIN = 1 << 18                # scored key·dim products below this: serial
+TILE_ROWS = 128                  # query rows per tile (one BLAS call each for QKᵀ and PV)
+TILE_ELEMS = 1 << 17             # and at most this many scores per tile (1 MiB of f64)
+F32_MIN_KEYS = 64                # f32 products need S_k >= this ...
+F32_MIN_TERMS = 4096             # ... and S_k·D >= this (see _gemm_dtype)
+MASKS = {"None": 0, "Causal": 1, "SlidingWindow": 2, "Custom": 3, "Bias": 4}
+
+_ATTN_SRC = """
+_MAGIC = 6755399441055744.0         # 1.5·2^52: adding it rounds to an integer in the low bits
+_MAGIC_BIAS = 4843621399236967425   # bits(_MAGIC) - 1023: bits(u) - it = exponent field of 2^k
+_FILL = -1e9
+
+
+@njit(cache=True, nogil=True, fastmath={"contract"})
+def _exp_poly(row, m, pb, fb):
+    # pb[j] = e^r and fb[j] = u with row[j] - m = k·ln2 + r (k in u's low bits); vectorizes
+    for j in range(row.size):
+        x = row[j] - m
+        t = x if x > -708.0 else -708.0
+        u = t * 1.4426950408889634 + _MAGIC
+        k = u - _MAGIC
+        r = (t - k * 0.6931471803691238) - k * 1.9082149292705877e-10
+        r2 = r * r
+        r4 = r2 * r2
+        q0 = (1.0 + r) + r2 * (0.5 + r * 0.16666666666666666)
+        q1 = (0.041666666666666664 + r * 0.008333333333333333) + r2 * (
+            0.001388888888888889 + r * 0.0001984126984126984)
+        q2 = (2.48015873015873e-05 + r * 2.755731922398589e-06) + r2 * (
+            2.755731922398589e-07 + r * 2.505210838544172e-08)
+        q3 = 2.08767569878681e-09 + r * 1.6059043836821613e-10
+        pb[j] = (q0 + r4 * q1) + (r4 * r4) * (q2 + r4 * q3)
+        fb[j] = u
+
+
+@njit(cache=True, nogil=True)
+def _softmax_row(row, pb, fb):
+    # row <- exp(row - max(row)) (a NaN max gives NaN rows, as the reference); (sum, max)
+    n = row.size
+    m = -np.inf
+    for j in range(n):
+        if row[j] > m or row[j] != row[j]:
+            m = row[j]
+    _exp_poly(row, m, pb[:n], fb[:n])
+    ib = fb[:n].view(np.int64)
+    for j in range(n):
+        ib[j] = (ib[j] - _MAGIC_BIAS) << 52          # 2^k as f64 bits
+    for j in range(n):
+        x = row[j] - m
+        e = pb[j] * fb[j]
+        row[j] = e if x >= -708.0 else (0.0 if x == x else x)
+    a0 = a1 = a2 = a3 = 0.0
+    for j in range(0, n - 3, 4):
+        a0 += row[j]
+        a1 += row[j + 1]
+        a2 += row[j + 2]
+        a3 += row[j + 3]
+    for j in range(n - n % 4, n):
+        a0 += row[j]
+    return (a0 + a1) + (a2 + a3), m
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _keys(qi, gi):
+    # the keys a synthetic mask lets query qi see: [lo, hi)
+    sq, sk, mk, win = gi[3], gi[4], gi[16], gi[17]
+    if mk != 1 and mk != 2:
+        return 0, sk
+    apos = max(sk - sq, 0) + qi
+    hi = min(apos + 1, sk)
+    lo = min(max(apos - win, 0), hi) if mk == 2 else 0
+    return lo, hi
+
+
+@njit(cache=True, nogil=True)
+def _scores(s2, b, h, t0, klo, gi, keep, bias, scale, cap, pb, fb, tot):
+    # scale, bias, softcap, mask and softmax of each row; False if a hidden key outside
+    # [klo, klo + kw) could still get weight (its score would be within 745 of the max)
+    mk = gi[16]
+    kw = s2.shape[1]
+    ok = True
+    for i in range(s2.shape[0]):
+        qi = t0 + i
+        row = s2[i]
+        for j in range(kw):
+            row[j] *= scale
+        if mk == 4:
+            brow = bias[b, h, qi, klo:klo + kw]
+            for j in range(kw):
+                row[j] += brow[j]
+        if cap > 0.0:
+            for j in range(kw):
+                row[j] = cap * math.tanh(row[j] / cap)
+        lo, hi = _keys(qi, gi)
+        for j in range(0, min(max(lo - klo, 0), kw)):
+            row[j] = _FILL
+        for j in range(min(max(hi - klo, 0), kw), kw):
+            row[j] = _FILL
+        if mk == 3:
+            krow = keep[b, klo:klo + kw]
+            for j in range(kw):
+                row[j] = row[j] if krow[j] != 0 else _FILL
+        tot[i], m = _softmax_row(row, pb, fb)
+        ok = ok and (_FILL - m < -745.2 or m != m)
+    return ok
+
+
+@njit(cache=True, nogil=True)
+def _tile(w, qb, kb, vb, ob, keep, bias, gi, scale, cap, v_finite, sb, pb, fb, tot):
+    # one (batch, head, query tile): scores by BLAS, row softmax, weighted V sum by BLAS.
+    # Keys hidden from every row of the tile are skipped when V is finite (0·v = 0).
+    nh, nkv, sq, sk, dv, tr = gi[1], gi[2], gi[3], gi[4], gi[6], gi[18]
+    ntile = (sq + tr - 1) // tr
+    b = w // (nh * ntile)
+    h = (w // ntile) % nh
+    t0 = (w % ntile) * tr
+    nt = min(tr, sq - t0)
+    hk = h // (nh // nkv)
+    klo = _keys(t0, gi)[0]
+    last_lo, khi = _keys(t0 + nt - 1, gi)
+    if not v_finite or last_lo >= khi:
+        klo, khi = 0, sk                   # a row that sees no key weighs every key
+    for attempt in range(2):
+        kw = khi - klo
+        s2 = sb[:nt * kw].reshape(nt, kw)
+        np.dot(qb[b, h, t0:t0 + nt], kb[b, hk, klo:khi].T, s2)
+        if _scores(s2, b, h, t0, klo, gi, keep, bias, scale, cap, pb, fb, tot) or kw == sk:
+            break
+        klo, khi = 0, sk
+    o2 = ob[b, h, t0:t0 + nt]
+    np.dot(s2, vb[b, hk, klo:khi], o2)
+    for i in range(nt):
+        inv = 1.0 / tot[i]
+        orow = o2[i]
+        for c in range(dv):
+            orow[c] = orow[c] * inv
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _chunk(c, chunks, qb, kb, vb, ob, keep, bias, gi, scale, cap, v_finite):
+    items = gi[0] * gi[1] * ((gi[3] + gi[18] - 1) // gi[18])
+    sb = np.empty(gi[18] * gi[4], qb.dtype)
+    pb = np.empty(gi[4])
+    fb = np.empty(gi[4])
+    tot = np.empty(gi[18])
+    for w in range(c * items // chunks, (c + 1) * items // chunks):
+        _tile(w, qb, kb, vb, ob, keep, bias, gi, scale, cap, v_finite, sb, pb, fb, tot)
+
+
+@njit(cache=True, nogil=True)
+def attention(qb, kb, vb, ob, keep, bias, gi, scale, cap, v_finite, chunks):
+    for c in range(chunks):
+        _chunk(c, chunks, qb, kb, vb, ob, keep, bias, gi, scale, cap, v_finite)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def attention_par(qb, kb, vb, ob, keep, bias, gi, scale, cap, v_finite, chunks):
+    for c in prange(chunks):
+        _chunk(c, chunks, qb, kb, vb, ob, keep, bias, gi, scale, cap, v_finite)
+"""
+
+
+def _work_dtype(*dts) -> type:
+    return np.float64 if DType.F64 in dts else np.float32
+
+
+def _gemm_dtype(g, out_dt: DType) -> type:
+    """f32 products for f32/f16/bf16 when the contract's K = S_k·D leaves room for the f32
+    rounding of each score (its budget grows with K; the error of a D-term dot does not)."""
+    small = g.s_k < F32_MIN_KEYS or g.s_k * g.d < F32_MIN_TERMS
+    return np.float64 if out_dt is DType.F64 or small else np.float32
+
+
+@lowers("Attention", FLOATS, reason="f16/bf16 are read into f32 (or f64) [B, H, S, D] copies")
+def lower_attention(node, ins, ctx) -> Step:
+    a = node.attrs
+    g = geo.attention_geom(*(tuple(s.dims) for s in ins[:3]), a)
+    wdt, gdt = _work_dtype(ins[0].dtype), _gemm_dtype(g, node.shape.dtype)
+    mk = a.mask_kind
+    code = MASKS[mk[0] if isinstance(mk, tuple) else mk]
+    win = mk[1] if isinstance(mk, tuple) else 0
+    tile = max(1, min(TILE_ROWS, TILE_ELEMS // max(g.s_k, 1), g.s_q))
+    gi = np.array([g.batch, g.heads, g.kv_heads, g.s_q, g.s_k, g.d, g.dv] + [0] * 9
+                  + [code, win, tile], np.int64)
+    if a.score_scale is not None:
+        scale = float(wdt(a.score_scale))
+    else:
+        scale = float(wdt(1) / np.sqrt(wdt(g.d)))
+    cap = float(wdt(a.attn_logit_softcap)) if a.attn_logit_softcap is not None else 0.0
+    items = g.batch * g.heads * -(-g.s_q // tile)
+    work_units = g.batch * g.heads * g.s_q * max(g.s_k, 1) * (g.d + g.dv)
+    kernel = compile_kernel("attention", _ATTN_SRC)
+    par = work_units >= PAR_MIN
+    fn = kernel.get("attention_par") if par else kernel.fn
+    chunks = min(items, ROW_CHUNKS if par else 1)
+    no_keep, no_bias = np.ones((1, 1), np.uint8), np.zeros((1, 1, 1, 1), gdt)
+    bhsd_dims = {"q": (g.batch, g.heads, g.s_q, g.d), "k": (g.batch, g.kv_heads, g.s_k, g.d),
+                 "v": (g.batch, g.kv_heads, g.s_k, g.dv), "o": (g.batch, g.heads, g.s_q, g.dv)}
+    same = g.layout == "BHSD" and np.dtype(node.shape.dtype.np) == np.dtype(gdt)
+    bufs = {} if same else {n: np.empty(d, gdt) for n, d in bhsd_dims.items()}
+
+    def bhsd(x, name):
+        view = geo.to_bhsd(x, g, bhsd_dims[name][1], bhsd_dims[name][3])
+        if same:
+            return np.ascontiguousarray(view)
+        np.copyto(bufs[name], view, casting="unsafe")   # f16/bf16/f32 -> the product dtype
+        return bufs[name]
+
+    def run(out, q, k, v, *mask):
+        if out.size == 0:
+            return
+        qb, kb, vb = bhsd(q, "q"), bhsd(k, "k"), bhsd(v, "v")
+        keep, bias = no_keep, no_bias
+        if code == 3:
+            keep = (~(np.asarray(mask[0], np.float64) < geo.MASK_THRESHOLD)).astype(np.uint8)
+        elif code == 4:    # rounded to the working dtype first, as the reference adds it
+            bias = np.ascontiguousarray(np.asarray(mask[0]).astype(wdt), gdt)
+        ob = out if same else bufs["o"]
+        blas_serial(fn, qb, kb, vb, ob, keep, bias, gi, scale, cap, bool(np.isfinite(vb).all()),
+                    chunks)
+        if not same:
+            with np.errstate(over="ignore"):
+                out[...] = geo.from_bhsd(ob, g)
+    return Step(run, [kernel])
+
+
+_ROPE_SRC = '''
+@njit(cache=True, nogil=True, inline="always")
+def _rope_row(t, x3, cos, sin, o3, hd, half, gptj, per_token):
+    seq = x3.shape[1]
+    b = t // seq
+    si = t % seq
+    row = t if per_token else si
+    xr = x3[b, si]
+    orow = o3[b, si]
+    for e in range(xr.size):
+        orow[e] = xr[e]
+    for base in range(0, xr.size, hd):
+        for i in range(half):
+            if gptj:
+                i1 = base + 2 * i
+                i2 = i1 + 1
+            else:
+                i1 = base + i
+                i2 = i1 + half
+            c = np.float64(cos[row, i])
+            s = np.float64(sin[row, i])
+            x1 = np.float64(xr[i1])
+            x2 = np.float64(xr[i2])
+            orow[i1] = x1 * c - x2 * s
+            orow[i2] = x2 * c + x1 * s
+
+
+@njit(cache=True, nogil=True)
+def rope(x3, cos, sin, o3, hd, half, gptj, per_token):
+    for t in range(x3.shape[0] * x3.shape[1]):
+        _rope_row(t, x3, cos, sin, o3, hd, half, gptj, per_token)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def rope_par(x3, cos, sin, o3, hd, half, gptj, per_token):
+    for t in prange(x3.shape[0] * x3.shape[1]):
+        _rope_row(t, x3, cos, sin, o3, hd, half, gptj, per_token)
+'''
+
+
+@lowers("Rope", FLOATS, reason="f16/bf16 run through f32 inputs and an f64 output shadow")
+def lower_rope(node, ins, ctx) -> Step:
+    a = node.attrs
+    x_dims, c_dims = tuple(ins[0].dims), tuple(ins[1].dims)
+    half = a.n_rot // 2
+    wdt = _work_dtype(*(s.dtype for s in ins))
+    batch, seq, width = math.prod(x_dims[:-2]), x_dims[-2], x_dims[-1]
+    if half:
+        _, _, stride, rows, per_token = rope_tables(x_dims, c_dims, half)
+    else:
+        stride, rows, per_token = 1, 0, False
+    kernel = compile_kernel("rope", _ROPE_SRC)
+    fn = kernel.get("rope_par") if math.prod(x_dims) >= PAR_MIN else kernel.fn
+    sixteen = node.shape.dtype in (DType.F16, DType.BF16)
+    gptj = a.style == "GptJ"
+
+    def run(out, x, cos, sin):
+        if out.size == 0:
+            return
+        if half == 0:
+            out[...] = x
+            return
+        xs = np.ascontiguousarray(x, wdt).reshape(batch, seq, width)
+        cs, sn = (np.ascontiguousarray(t, wdt).reshape(rows, stride) for t in (cos, sin))
+        o = np.empty(out.shape, np.float64) if sixteen else out
+        fn(xs, cs, sn, o.reshape(batch, seq, width), a.head_dim, half, gptj, per_token)
+        if sixteen:
+            with np.errstate(over="ignore"):
+                out[...] = o.astype(out.dtype)
+    return Step(run, [kernel])

@@ -1,0 +1,182 @@
+"""Lowering of the conv family: Conv, ConvTranspose2d, Pool, Im2Col.
+
+Conv is im2col + BLAS: the taps of each (image, group) are unfolded into a
+``[Cg·kH·kW, H_out·W_out]`` scratch matrix and one ``np.dot`` inside ``njit`` writes
+``[Cog, H_out·W_out]`` straight into the NCHW output; a 1×1 stride-1 unpadded conv skips the
+unfold. The scratch (allocated once per node, reused across runs) holds as many whole
+images as fit in COLS_BYTES, unfolded in one prange pass before their GEMMs, so Numba's
+threads and the BLAS threads take turns once per batch of images, not per image. Chosen by
+measurement on 8×64×56×56 (3×3, 64 filters): 34 ms on one thread (54 GFLOP/s), against 69 ms
+for numpy's im2col + sgemm; the baseline's direct Numba loop reached 42 GFLOP/s on two.
+ConvTranspose2d is the adjoint: one GEMM ``Wᵀ·x`` per (image, group) into columns, then a
+col2im scatter-add, parallel over (image, group, output channel) so no two threads write
+one plane. Pool and Im2Col are direct loops (Pool reduces in f64). f16/bf16: Conv and
+ConvTranspose2d compute through f32 shadows, Pool through f64; Im2Col moves values, so
+16-bit payloads are copied bit for bit through uint16 views.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...ir.dtype import DType
+from ...ops import _conv_ref as R
+from . import _conv_kernels as K
+from .kernels import compile_kernel
+from .lower_linalg import FLOATS, SHADOW_NOTE, blas_serial, finish, shadow_out, work
+from .lowering import Step, lowers
+
+PAR_MIN = 1 << 15            # loop iterations × inner work below this: serial
+COLS_BYTES = 16 << 20        # unfold scratch: as many whole images as fit (at least one)
+GEMM_ITEMS = 8               # aim for this many BLAS calls per batch of images (threads)
+POOL_KINDS = {"Sum": 0, "Mean": 1, "Max": 2, "Min": 3, "Prod": 4}
+
+
+def _axes(attrs, names=("stride", "padding", "dilation")) -> list:
+    return [R.per_axis(attrs, f, 2) for f in names]
+
+
+def _pick(kernel, name: str, work_units: int):
+    return kernel.get(name + "_par") if work_units >= PAR_MIN else kernel.get(name)
+
+
+def _work_np(dt: DType):
+    return np.float64 if dt is DType.F64 else np.float32
+
+
+def _block(rows: int, calls: int) -> int:
+    """Rows per BLAS call so that ``calls`` matrices of ``rows`` rows give GEMM_ITEMS calls."""
+    return max(16, -(-rows * calls // GEMM_ITEMS))
+
+
+def _scratch(n: int, per_image: tuple, dt: DType) -> np.ndarray:
+    """The unfold buffer ``[NB, *per_image]`` for NB of the ``n`` images at a time."""
+    size = math.prod(per_image) * np.dtype(_work_np(dt)).itemsize
+    nb = max(1, min(n, COLS_BYTES // max(size, 1)))
+    return np.empty((nb,) + per_image, _work_np(dt))
+
+
+def _as4(dims: tuple) -> tuple:
+    """A rank-3 [N, C, L] operand read as [N, C, 1, L]."""
+    return (dims[0], dims[1], 1, dims[2]) if len(dims) == 3 else tuple(dims)
+
+
+@lowers("Conv", FLOATS, reason=SHADOW_NOTE)
+def lower_conv(node, ins, ctx) -> Step:
+    a = node.attrs
+    n, _, h, w = _as4(tuple(ins[0].dims))
+    co, cg, kh, kw = _as4(tuple(ins[1].dims))
+    (sh, sw), (ph, pw), (dh, dw) = _axes(a)
+    ho, wo = _as4(tuple(node.shape.dims))[2:]
+    g = a.groups
+    cog, kk = co // g, cg * kh * kw
+    geo = np.array([kh, kw, sh, sw, ph, pw, dh, dw, ho, wo], np.int64)
+    one = kh == kw == 1 and (sh, sw, ph, pw) == (1, 1, 0, 0)
+    kernel = compile_kernel("conv_gemm", K.render(K.CONV, K.CONV_HEAD))
+    gemm = _pick(kernel, "conv_1x1" if one else "conv_gemm", n * g * kk * ho * wo)
+    cols = None if one else _scratch(n, (g, kk, ho * wo), node.shape.dtype)
+    cb = _block(cog, g * (n if one else cols.shape[0]))
+
+    def run(out, x, wt):
+        if out.size == 0:
+            return
+        tmp = shadow_out(out)
+        o4 = (out if tmp is None else tmp).reshape(n, g, cog, ho * wo)
+        if kk == 0:
+            o4[...] = 0
+        elif one:
+            w3 = work(wt).reshape(g, cog, kk)
+            blas_serial(gemm, work(x).reshape(n, g, cg, h * w), w3, o4, cb)
+        else:
+            blas_serial(gemm, work(x).reshape(n, g, cg, h, w), work(wt).reshape(g, cog, kk),
+                        o4, cols, geo, cb)
+        finish(out, tmp)
+    return Step(run, [kernel])
+
+
+@lowers("ConvTranspose2d", FLOATS,
+        reason=SHADOW_NOTE + "; the weight is transposed to [G, Cout/G·kH·kW, Cin/G] on the "
+                             "host each run (a copy of the weight)")
+def lower_conv_transpose(node, ins, ctx) -> Step:
+    a = node.attrs
+    n, ci, h, w = _as4(tuple(ins[0].dims))
+    _, cog, kh, kw = _as4(tuple(ins[1].dims))
+    (sh, sw), (ph, pw), (dh, dw) = _axes(a)
+    ho, wo = _as4(tuple(node.shape.dims))[2:]
+    g = a.groups
+    cig = ci // g
+    geo = np.array([kh, kw, sh, sw, ph, pw, dh, dw, ho, wo, h, w], np.int64)
+    kernel = compile_kernel("conv_gemm", K.render(K.CONV, K.CONV_HEAD))
+    gemm = _pick(kernel, "convt_gemm", n * g * cog * kh * kw * h * w)
+    cols = _scratch(n, (g, cog * kh * kw, h * w), node.shape.dtype)
+    cb = _block(cog * kh * kw, g * cols.shape[0])
+
+    def run(out, x, wt):
+        if out.size == 0:
+            return
+        tmp = shadow_out(out)
+        o5 = (out if tmp is None else tmp).reshape(n, g, cog, ho, wo)
+        if cig == 0:
+            o5[...] = 0
+        else:
+            wt3 = np.ascontiguousarray(work(wt).reshape(g, cig, cog * kh * kw)
+                                       .transpose(0, 2, 1))
+            blas_serial(gemm, work(x).reshape(n, g, cig, h * w), wt3, o5, cols, geo, cb)
+        finish(out, tmp)
+    return Step(run, [kernel])
+
+
+@lowers("Pool", FLOATS, reason="f16/bf16 run through f64 shadows converted on the host")
+def lower_pool(node, ins, ctx) -> Step:
+    a = node.attrs
+    nsp = len(a.kernel_size)
+    x_dims, o_dims = tuple(ins[0].dims), tuple(node.shape.dims)
+    pad3 = (1,) * (3 - nsp)
+    kern3 = pad3 + tuple(a.kernel_size)
+    stride3 = pad3 + tuple(R.per_axis(a, "stride", nsp))
+    padding3 = (0,) * (3 - nsp) + tuple(R.per_axis(a, "padding", nsp))
+    geo = np.array(kern3 + stride3 + padding3, np.int64)
+    planes = math.prod(x_dims[:2])
+    x4 = (planes,) + pad3 + x_dims[2:]
+    o4 = (planes,) + pad3 + o_dims[2:]
+    kind = POOL_KINDS[a.kind]
+    kernel = compile_kernel("pool", K.render(K.POOL))
+    fn = _pick(kernel, "pool", math.prod(o_dims) * math.prod(a.kernel_size))
+    sixteen = node.shape.dtype in (DType.F16, DType.BF16)
+
+    def run(out, x):
+        if out.size == 0:
+            return
+        xs = work(x).reshape(x4)
+        if sixteen:
+            tmp = np.empty(o4, np.float64)
+            fn(xs, tmp, geo, kind)
+            with np.errstate(over="ignore"):
+                out[...] = tmp.reshape(out.shape).astype(out.dtype)
+        else:
+            fn(xs, out.reshape(o4), geo, kind)
+    return Step(run, [kernel])
+
+
+@lowers("Im2Col", FLOATS, reason="f16/bf16 values are copied bit for bit (uint16 views)")
+def lower_im2col(node, ins, ctx) -> Step:
+    a = node.attrs
+    _, _, h, w = tuple(ins[0].dims)
+    kh, kw = a.kernel_size
+    (sh, sw), (ph, pw), (dh, dw) = _axes(a)
+    ho = R.conv_out_size(h, kh, sh, ph, dh, "H")
+    wo = R.conv_out_size(w, kw, sw, pw, dw, "W")
+    geo = np.array([kh, kw, sh, sw, ph, pw, dh, dw, ho, wo], np.int64)
+    kernel = compile_kernel("im2col", K.render(K.IM2COL))
+    fn = _pick(kernel, "im2col", math.prod(node.shape.dims))
+    bits = node.shape.dtype in (DType.F16, DType.BF16)
+
+    def run(out, x):
+        if out.size == 0:
+            return
+        x = np.ascontiguousarray(x)
+        if bits:
+            x, out = x.view(np.uint16), out.view(np.uint16)
+        fn(x, out, geo)
+    return Step(run, [kernel])
