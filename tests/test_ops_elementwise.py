@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from rlx_ref import DType, Graph, InterpretError, Shape, interpret, verify
+from rlx_ref import DType, Graph, InterpretError, Op, Shape, interpret, verify
 from rlx_ref.ops.elementwise import ACTIVATIONS, ActivationAttrs, CastAttrs
 from rlx_ref.ops._elementwise_binary import BinaryAttrs, ClampAttrs, CompareAttrs
 from rlx_ref.ops.leaves import ConstantAttrs, constant_bytes
@@ -190,9 +190,8 @@ def test_constant_decodes_bytes_and_checks_length():
     g.set_outputs([c])
     assert interpret(g)[0].tolist() == [[1, -2], [3, 4]]
     bad = Graph("bad")
-    bad.add_node_unchecked(
-        __import__("rlx_ref").Op("Constant", ConstantAttrs(constant_bytes(np.zeros(3, np.float32)))),
-        [], Shape([4], DType.F32))
+    short = ConstantAttrs(constant_bytes(np.zeros(3, np.float32)))
+    bad.add_node_unchecked(Op("Constant", short), [], Shape([4], DType.F32))
     assert "(C1) Constant data has 12 bytes, expected 16" in verify(bad)[0].message
 
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from ... import hotpaths
 from ...ir.graph import Graph
-from ...ir.shape import Dyn, Shape
+from ...ir.shape import Dyn
 from ...ops.opdef import RefCtx, get
 from ...runtime.session import CompiledGraph
 from ..base import Executable
