@@ -3,18 +3,20 @@ v_head_dim) and Rope.
 
 Attention is one fused kernel over query tiles of one (batch, head): the tile's scores
 ``Q_tile·Kᵀ`` come from one BLAS call into a per-thread ``rows × S_k`` buffer (at most
-TILE_ELEMS scores; nothing of size ``S_q × S_k`` exists), then each row gets scale, bias,
-softcap and mask in the reference's order and a max-subtracted softmax (a vectorized
-polynomial exp in f64 and f64 sums), and one more BLAS call forms ``P·V``. Tiles run in
-parallel (prange) when the work is large. Products run in f64, or in f32 for f32/f16/bf16
-when S_k and S_k·D are large enough that the contract's budget (∝ S_k·D) dwarfs the f32
-rounding of a D-term dot (``_gemm_dtype``); softmax sums are f64 either way. Q, K and V are
-read into ``[B, H, S, D]`` buffers of the product dtype (a copy, skipped when an input is
-already that). Keys hidden from every row of a tile by a causal or sliding-window mask are
-neither scored nor summed when V is finite (0·inf must stay NaN) and they would get no
-weight (a row whose best visible score is below the -1e9 fill redoes the tile over every
-key). Rope is a row-parallel kernel over positions that copies the pass-through lanes and
-rotates the pairs in f64.
+TILE_ELEMS scores, whatever S), then each row gets scale, bias, softcap and mask in the
+reference's order and a max-subtracted row softmax, and one more BLAS call forms ``P·V``.
+Tiles run in parallel (prange, BLAS at one thread). Why tiles and not one row per thread:
+measured single-threaded at B1 H8 S256 D64, the fused row kernel (unit-stride axpys over a
+transposed K, f64) took 16.5 ms, the tiles 4.9 ms in f64 (BLAS runs the two products).
+Products run in f64, or in f32 for f32/f16/bf16 when S_k and S_k·D are large enough that
+the contract's budget (∝ S_k·D) dwarfs the f32 rounding of a D-term dot (``_gemm_dtype``).
+The exp is a vectorizable polynomial in the product dtype (about 1 ulp of f64, 2 of f32);
+row sums are f64. Q, K and V are read into ``[B, H, S, D]`` buffers of the product dtype (a
+copy, skipped when an input is already that). Keys hidden from every row of a tile by a
+causal or sliding-window mask are neither scored nor summed when V is finite (0·inf must
+stay NaN) and they would get no weight (a row whose best visible score is below the -1e9
+fill redoes the tile over every key). Rope is a row-parallel kernel over positions that
+copies the pass-through lanes and rotates the pairs in f64.
 """
 from __future__ import annotations
 
@@ -37,10 +39,9 @@ F32_MIN_KEYS = 64                # f32 products need S_k >= this ...
 F32_MIN_TERMS = 4096             # ... and S_k·D >= this (see _gemm_dtype)
 MASKS = {"None": 0, "Causal": 1, "SlidingWindow": 2, "Custom": 3, "Bias": 4}
 
-_ATTN_SRC = """
+_EXP64 = """
 _MAGIC = 6755399441055744.0         # 1.5·2^52: adding it rounds to an integer in the low bits
 _MAGIC_BIAS = 4843621399236967425   # bits(_MAGIC) - 1023: bits(u) - it = exponent field of 2^k
-_FILL = -1e9
 
 
 @njit(cache=True, nogil=True, fastmath={"contract"})
@@ -65,6 +66,59 @@ def _exp_poly(row, m, pb, fb):
 
 
 @njit(cache=True, nogil=True)
+def _exp_row(row, m, pb, fb):
+    # row <- exp(row - m) for a finite m (degree-13 polynomial: about 1 ulp of f64)
+    _exp_poly(row, m, pb, fb)
+    ib = fb.view(np.int64)
+    for j in range(row.size):
+        ib[j] = (ib[j] - _MAGIC_BIAS) << 52          # 2^k as f64 bits
+    for j in range(row.size):
+        row[j] = pb[j] * fb[j] if row[j] - m >= -708.0 else 0.0
+"""
+
+_EXP32 = """
+_F32 = np.float32
+_MAGIC = _F32(12582912.0)           # 1.5·2^23
+_MAGIC_BIAS = 1262485377            # bits(_MAGIC) - 127
+_LIM = _F32(-87.0)
+_LOG2E, _LN2_HI, _LN2_LO = _F32(1.4426950408889634), _F32(0.693145751953125), _F32(
+    1.4286068202862268e-06)
+_C2, _C3, _C4, _C5, _C6, _C7 = (_F32(1 / 2), _F32(1 / 6), _F32(1 / 24), _F32(1 / 120),
+                                _F32(1 / 720), _F32(1 / 5040))
+_ONE = _F32(1.0)
+
+
+@njit(cache=True, nogil=True, fastmath={"contract"})
+def _exp_poly(row, m, pb, fb):
+    # f32 lanes: x = row[j] - m rounded once, degree-7 polynomial (about 2 ulp of f32)
+    for j in range(row.size):
+        x = _F32(np.float64(row[j]) - m)
+        t = x if x > _LIM else _LIM
+        u = t * _LOG2E + _MAGIC
+        k = u - _MAGIC
+        r = (t - k * _LN2_HI) - k * _LN2_LO
+        r2 = r * r
+        pb[j] = ((_ONE + r) + r2 * (_C2 + r * _C3)) + (r2 * r2) * (
+            (_C4 + r * _C5) + r2 * (_C6 + r * _C7))
+        fb[j] = u
+
+
+@njit(cache=True, nogil=True)
+def _exp_row(row, m, pb, fb):
+    # row <- exp(row - m) for a finite m, in f32 (rows of f32 products only)
+    _exp_poly(row, m, pb, fb)
+    ib = fb.view(np.int32)
+    for j in range(row.size):
+        ib[j] = (ib[j] - _MAGIC_BIAS) << 23          # 2^k as f32 bits
+    for j in range(row.size):
+        row[j] = pb[j] * fb[j] if row[j] - m >= -87.0 else 0.0
+"""
+
+_ATTN_SRC = """
+_FILL = -1e9
+
+
+@njit(cache=True, nogil=True)
 def _softmax_row(row, pb, fb):
     # row <- exp(row - max(row)) (a NaN max gives NaN rows, as the reference); (sum, max)
     n = row.size
@@ -72,14 +126,13 @@ def _softmax_row(row, pb, fb):
     for j in range(n):
         if row[j] > m or row[j] != row[j]:
             m = row[j]
-    _exp_poly(row, m, pb[:n], fb[:n])
-    ib = fb[:n].view(np.int64)
-    for j in range(n):
-        ib[j] = (ib[j] - _MAGIC_BIAS) << 52          # 2^k as f64 bits
-    for j in range(n):
-        x = row[j] - m
-        e = pb[j] * fb[j]
-        row[j] = e if x >= -708.0 else (0.0 if x == x else x)
+    if not np.isfinite(m):             # NaN or ±inf scores: libm exp keeps IEEE's answers
+        tot = 0.0
+        for j in range(n):
+            row[j] = math.exp(row[j] - m)
+            tot += row[j]
+        return tot, m
+    _exp_row(row, m, pb[:n], fb[:n])
     a0 = a1 = a2 = a3 = 0.0
     for j in range(0, n - 3, 4):
         a0 += row[j]
@@ -171,8 +224,8 @@ def _tile(w, qb, kb, vb, ob, keep, bias, gi, scale, cap, v_finite, sb, pb, fb, t
 def _chunk(c, chunks, qb, kb, vb, ob, keep, bias, gi, scale, cap, v_finite):
     items = gi[0] * gi[1] * ((gi[3] + gi[18] - 1) // gi[18])
     sb = np.empty(gi[18] * gi[4], qb.dtype)
-    pb = np.empty(gi[4])
-    fb = np.empty(gi[4])
+    pb = np.empty(gi[4], qb.dtype)
+    fb = np.empty(gi[4], qb.dtype)
     tot = np.empty(gi[18])
     for w in range(c * items // chunks, (c + 1) * items // chunks):
         _tile(w, qb, kb, vb, ob, keep, bias, gi, scale, cap, v_finite, sb, pb, fb, tot)
@@ -220,7 +273,10 @@ def lower_attention(node, ins, ctx) -> Step:
     cap = float(wdt(a.attn_logit_softcap)) if a.attn_logit_softcap is not None else 0.0
     items = g.batch * g.heads * -(-g.s_q // tile)
     work_units = g.batch * g.heads * g.s_q * max(g.s_k, 1) * (g.d + g.dv)
-    kernel = compile_kernel("attention", _ATTN_SRC)
+    if gdt is np.float32:
+        kernel = compile_kernel("attention", _EXP32 + _ATTN_SRC)
+    else:
+        kernel = compile_kernel("attention", _EXP64 + _ATTN_SRC)
     par = work_units >= PAR_MIN
     fn = kernel.get("attention_par") if par else kernel.fn
     chunks = min(items, ROW_CHUNKS if par else 1)

@@ -24,12 +24,19 @@ from ...ir.dtype import DType
 from ...ops import _conv_ref as R
 from . import _conv_kernels as K
 from .kernels import compile_kernel
-from .lower_linalg import FLOATS, SHADOW_NOTE, blas_serial, finish, shadow_out, work
+from .lower_linalg import (
+    FLOATS,
+    SHADOW_NOTE,
+    blas_serial,
+    finish,
+    numba_threads,
+    shadow_out,
+    work,
+)
 from .lowering import Step, lowers
 
 PAR_MIN = 1 << 15            # loop iterations × inner work below this: serial
 COLS_BYTES = 16 << 20        # unfold scratch: as many whole images as fit (at least one)
-GEMM_ITEMS = 8               # aim for this many BLAS calls per batch of images (threads)
 POOL_KINDS = {"Sum": 0, "Mean": 1, "Max": 2, "Min": 3, "Prod": 4}
 
 
@@ -46,14 +53,18 @@ def _work_np(dt: DType):
 
 
 def _block(rows: int, calls: int) -> int:
-    """Rows per BLAS call so that ``calls`` matrices of ``rows`` rows give GEMM_ITEMS calls."""
-    return max(16, -(-rows * calls // GEMM_ITEMS))
+    """Rows per BLAS call: whole matrices when the ``calls`` of them occupy every thread
+    (a single-threaded GEMM is most efficient whole), else blocks of at least 64 rows."""
+    split = -(-numba_threads() // calls)
+    return rows if split <= 1 else max(64, -(-rows // split))
 
 
 def _scratch(n: int, per_image: tuple, dt: DType) -> np.ndarray:
     """The unfold buffer ``[NB, *per_image]`` for NB of the ``n`` images at a time."""
     size = math.prod(per_image) * np.dtype(_work_np(dt)).itemsize
     nb = max(1, min(n, COLS_BYTES // max(size, 1)))
+    if nb > numba_threads():
+        nb -= nb % numba_threads()         # whole rounds of GEMMs per thread
     return np.empty((nb,) + per_image, _work_np(dt))
 
 

@@ -4,19 +4,19 @@ MatMul is a batched product over a broadcast batch: every output matrix ``i`` re
 matrix ``ia[i]`` and rhs matrix ``ib[i]`` (index maps built once on the host). f32/f64
 products of useful size call BLAS from inside ``njit`` (``np.dot`` on 2-D contiguous
 slices, writing the output slice in place), large ones as row blocks in prange; small
-products and integers run an ikj loop kernel (integers wrap, as the oracle's).
+products and integers run an ikj loop kernel (integers wrap, as the oracle's). DotGeneral
+transposes/reshapes its operands on the host into one such batched product; that transpose
+is a copy (skipped when the axes are already in order). Solves are LU with partial
+pivoting (LAPACK getf2's pivot choice) one matrix at a time, in the working precision; not
+Numba's ``np.linalg.solve``, which refuses non-finite entries (numpy returns NaNs) and
+took ~10 s per dtype to compile here. f16/bf16 run through f32 shadows.
 
 Threads: every kernel here, in lower_attention and in lower_conv runs its BLAS calls with
 the BLAS library Numba calls (scipy's OpenBLAS, not numpy's) held at one thread for the
-duration of the step (``blas_serial``) and parallelizes with Numba's own threads. Measured
-on the 2-core machine, letting OpenBLAS's pool (whose idle threads spin for a while after
-each call) run beside Numba's OpenMP pool made attention at B1 H8 S256 D64 take 560 ms
-instead of 1.9 ms, and numpy's own BLAS in the same process ten times slower. DotGeneral transposes/reshapes its operands on
-the host into one such batched product; that transpose is a copy (skipped when the axes
-are already in order). Solves are LU with partial pivoting (LAPACK getf2's pivot choice)
-one matrix at a time, in the working precision. Not Numba's ``np.linalg.solve``: it
-refuses non-finite entries (numpy returns NaNs) and takes ~10 s per dtype to compile.
-f16/bf16 run through f32 shadows.
+duration of the step (``blas_serial``, ~1 µs) and parallelizes with Numba's own threads.
+OpenBLAS's idle pool threads spin for a while after each call; beside Numba's OpenMP pool
+on 2 cores that cost 10-300× (measured on this machine while it was shared: attention at
+B1 H8 S256 D64 took 560 ms with both pools, 1.9 ms with BLAS held to one thread).
 """
 from __future__ import annotations
 
@@ -35,7 +35,6 @@ SHADOW_NOTE = "f16/bf16 run through f32 shadows converted on the host"
 BLAS_MIN = 1 << 12           # M·N·K below this: the loop kernel beats a BLAS call
 PAR_MIN = 1 << 18            # loop kernel: multiply-adds above this run in prange
 BLAS_PAR_MIN = 1 << 21       # BLAS: multiply-adds above this run as row blocks in prange
-BLOCKS = 8                   # row blocks to aim for (a few per thread balance the load)
 
 
 def work(x: np.ndarray) -> np.ndarray:
@@ -60,6 +59,13 @@ def finish(out: np.ndarray, tmp) -> None:
 
 
 _BLAS = []
+
+
+def numba_threads() -> int:
+    """The thread count of Numba's parallel kernels (what work is split for)."""
+    import numba
+
+    return numba.config.NUMBA_NUM_THREADS
 
 
 def _blas_threads():
@@ -157,7 +163,9 @@ def batched_matmul(a3, b3, o3, ia, ib) -> None:
     macs = o3.size * a3.shape[2]
     if o3.dtype.kind == "f" and macs // o3.shape[0] >= BLAS_MIN:
         m, par = o3.shape[1], macs >= BLAS_PAR_MIN
-        rows = max(32, -(-m * o3.shape[0] // BLOCKS)) if par else m
+        # one block per thread: a single-threaded GEMM is most efficient whole (measured:
+        # 8 blocks of 512³ took 2.0 ms, 2 blocks 1.6 ms, numpy's 2-thread sgemm 1.6 ms)
+        rows = max(32, -(-m * o3.shape[0] // numba_threads())) if par else m
         fn = kern.get("mm_blas_par") if par and rows < m * o3.shape[0] else kern.fn
         blas_serial(fn, a3, b3, o3, ia, ib, min(rows, m))
     elif macs >= PAR_MIN:
