@@ -152,6 +152,9 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     try:
         return args.fn(args)
+    except BrokenPipeError:                 # e.g. `rlx-ref ops | head`: not an error
+        sys.stderr.close()
+        return 0
     except (OSError, ValueError, RuntimeError) as e:
         print(f"rlx-ref {args.cmd}: {e}", file=sys.stderr)
         return 2
