@@ -3,7 +3,8 @@
 Every entry is a template over operand names (``{x}``, ``{a}``, ``{b}``, ``{c}``) that
 evaluates one element. ``py`` is Numba-compiled Python, ``c`` is OpenCL/CUDA C. Float
 formulas run in the kernel's compute type (f64 for f32/f64 tensors: one rounding at the
-store); helpers such as ``_fmax`` come from the dialect's prelude (``PRELUDE``).
+store); helpers such as ``_fmax`` come from the dialect's prelude (``PRELUDE``); ``_vexp``,
+``_vtanh`` and ``_sigmoid`` are branch-free so the Numba loop vectorizes (``_vmath``).
 Semantics must equal the registry references in ``rlx_ref/ops/elementwise.py``.
 """
 from __future__ import annotations
@@ -12,15 +13,15 @@ from __future__ import annotations
 ACTIVATION = {
     "Gelu": {"py": "0.5 * {x} * (1.0 + math.erf({x} * 0.7071067811865476))",
              "c": "0.5 * {x} * (1.0 + erf({x} * 0.7071067811865476))"},
-    "GeluApprox": {"py": "0.5 * {x} * (1.0 + math.tanh(0.7978845608028654 * ({x} + "
+    "GeluApprox": {"py": "0.5 * {x} * (1.0 + _vtanh(0.7978845608028654 * ({x} + "
                          "0.044715 * {x} * {x} * {x})))",
                    "c": "0.5 * {x} * (1.0 + tanh(0.7978845608028654 * ({x} + "
                         "0.044715 * {x} * {x} * {x})))"},
     "Silu": {"py": "{x} * _sigmoid({x})", "c": "{x} * rlx_sigmoid({x})"},
     "Relu": {"py": "_relu({x})", "c": "rlx_relu({x})"},
     "Sigmoid": {"py": "_sigmoid({x})", "c": "rlx_sigmoid({x})"},
-    "Tanh": {"py": "math.tanh({x})", "c": "tanh({x})"},
-    "Exp": {"py": "math.exp({x})", "c": "exp({x})"},
+    "Tanh": {"py": "_vtanh({x})", "c": "tanh({x})"},
+    "Exp": {"py": "_vexp({x})", "c": "exp({x})"},
     "Log": {"py": "_log({x})", "c": "log({x})"},
     "Sqrt": {"py": "_sqrt({x})", "c": "sqrt({x})"},
     "Rsqrt": {"py": "1.0 / _sqrt({x})", "c": "rsqrt({x})"},

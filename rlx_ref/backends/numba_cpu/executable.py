@@ -7,6 +7,8 @@ Constants are decoded once; params are bound by ``set_param``.
 """
 from __future__ import annotations
 
+from operator import itemgetter
+
 import numpy as np
 
 from ... import hotpaths
@@ -63,6 +65,7 @@ class Plan:
                 self.steps.append((node, step, node.inputs))
         self.outputs = list(graph.outputs)
         self._assign_buffers(n)
+        self.prepare()
 
     def _assign_buffers(self, n: int) -> None:
         """Give every intermediate a buffer, reusing dead ones of the same dtype and shape."""
@@ -84,45 +87,107 @@ class Plan:
                         self.buffer[v])
         self.frees = frees
 
+    def prepare(self) -> None:
+        """Precompute the run loop: a list environment indexed by node id, with constants
+        and planned buffers already in place, and per step (fn, argument getter, kind,
+        node id, out) so a run does no dict lookups and no per-step setup."""
+        nodes = self.graph.nodes
+        env = [None] * len(nodes)
+        for i, a in self.const.items():
+            env[i] = a
+        for i, b in self.buffer.items():
+            env[i] = b                  # a planned buffer is its node's value on every run
+        self._template = env
+        self._inputs = [(n.id, n.attrs.name) for n in nodes if n.kind == "Input"]
+        self._params = [(n.id, n.attrs.name) for n in nodes if n.kind == "Param"]
+        self._input_ids = [i for i, _ in self._inputs]
+        ops = []
+        for node, step, ins in self.steps:
+            buf = self.buffer.get(node.id)
+            if step.returns:
+                kind, out = _RETURNS, None
+            elif buf is not None:
+                kind, out = _PLANNED, buf
+            else:
+                kind, out = _FRESH, (tuple(node.shape.dims), node.shape.dtype.np)
+            ops.append((step.fn, _getter(ins), kind, node.id, out))
+        self._ops = ops
+        self._outputs = [(o, nodes[o].kind in _LEAVES) for o in self.outputs]
+
     def run(self, feeds: dict, params: dict) -> list:
-        env: dict = dict(self.const)
-        for node in self.graph.nodes:
-            if node.kind == "Input":
-                env[node.id] = contiguous(feeds[node.attrs.name])
-            elif node.kind == "Param":
-                env[node.id] = params[node.attrs.name]
-        for (node, step, ins), dead in zip(self.steps, self.frees):
-            args = [env[i] for i in ins]
-            try:
-                if step.returns:
-                    env[node.id] = step.fn(*args)
-                else:
-                    out = self.buffer.get(node.id)
-                    if out is None:
-                        out = np.empty(node.shape.dims, node.shape.dtype.np)
-                    step.fn(out, *args)
-                    env[node.id] = out
-            except Exception as e:  # noqa: BLE001 - re-raised naming the node
-                raise NumbaRunError(f"at %{node.id} in @{self.graph.name}: {e}\n"
-                                    f"  while running: {node}") from e
+        env = self._template.copy()
+        for i, name in self._inputs:
+            env[i] = contiguous(feeds[name])
+        for i, name in self._params:
+            env[i] = params[name]
+        self._exec(env)
         # leaves are shared across runs (constants) or belong to the caller (inputs)
-        return [env[o].copy() if self.graph.nodes[o].kind in _LEAVES else env[o]
-                for o in self.outputs]
+        return [env[o].copy() if leaf else env[o] for o, leaf in self._outputs]
+
+    def _exec(self, env: list) -> None:
+        """Run every step over ``env`` (inputs bound); errors name the failing node."""
+        nid = None
+        try:
+            for fn, gather, kind, nid, out in self._ops:
+                if not kind:                            # _PLANNED: write its buffer
+                    fn(out, *gather(env))
+                elif kind == 1:                         # _RETURNS: a new array
+                    env[nid] = fn(*gather(env))
+                else:                                   # _FRESH: an output's buffer
+                    buf = np.empty(*out)
+                    fn(buf, *gather(env))
+                    env[nid] = buf
+        except Exception as e:      # re-raised naming the node
+            node = self.graph.nodes[nid]
+            raise NumbaRunError(f"at %{node.id} in @{self.graph.name}: {e}\n"
+                                f"  while running: {node}") from e
 
 
 _LEAVES = ("Input", "Param", "Constant")
+_PLANNED, _RETURNS, _FRESH = 0, 1, 2
+
+
+def _getter(ids):
+    """env -> the tuple of env[i] for i in ids (itemgetter: the fastest way to collect)."""
+    if len(ids) == 1:
+        one = ids[0]
+        return lambda env: (env[one],)
+    return itemgetter(*ids) if ids else (lambda env: ())
 
 
 class SubPlan:
-    """A nested body compiled once: ``run(args)`` binds its Inputs in node order."""
+    """A nested body compiled once: ``run(args)`` binds its Inputs in node order.
+
+    Runs reuse the plan's precomputed loop, so a host loop over a body (Scan, While)
+    costs little more than the body's kernels. Outputs are fresh arrays on every run.
+    """
 
     def __init__(self, body: Graph, options=None):
         self.body = body
         self.plan = Plan(body, options)
         self.names = [n.attrs.name for n in body.input_nodes()]
+        self.kernels = self.plan.kernels            # name -> source
 
-    def run(self, args: list, params: dict | None = None) -> list:
-        return self.plan.run(dict(zip(self.names, args)), params or {})
+    def _bind(self, args, params) -> list:
+        plan = self.plan
+        env = plan._template.copy()
+        for i, a in zip(plan._input_ids, args):
+            env[i] = a
+        for i, name in plan._params:
+            env[i] = (params or {})[name]
+        plan._exec(env)
+        return env
+
+    def run(self, args, params: dict | None = None) -> list:
+        """All outputs of the body for ``args`` (one array per Input, in node order)."""
+        env = self._bind(args, params)
+        return [env[o].copy() if leaf else env[o] for o, leaf in self.plan._outputs]
+
+    def first(self, args, params: dict | None = None) -> np.ndarray:
+        """The body's first output for ``args`` (what If, Scan and CustomFn return)."""
+        env = self._bind(args, params)
+        o, leaf = self.plan._outputs[0]
+        return env[o].copy() if leaf else env[o]
 
 
 class NumbaExecutable(CompiledGraph, Executable):

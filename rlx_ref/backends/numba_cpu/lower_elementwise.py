@@ -78,17 +78,24 @@ def lower_chain(node, ins, ctx) -> Step:
     dims = np.array(out_dims or (1,), np.int64)
     convert_in = [d in SIXTEEN for d in in_dts]
     convert_out = out_dt in SIXTEEN
+    fix_fma = node.kind == "Fma" and node.shape.dtype is DType.F64
+    if not (prologue or fix_fma or convert_out or any(convert_in) or "strided" in modes):
+        return Step(_plain_run(fn, dims, len(ins)), [kernel])
+    # per input: (index, repeat for the prologue, convert to f32, element strides or None)
+    plan = [(i, prologue and i == region.prologue_input, convert_in[i],
+             strides[i] if modes[i] == "strided" else None) for i in range(len(ins))]
 
     def run(out, *xs):
         args = []
-        for i, x in enumerate(xs):
-            if prologue and i == region.prologue_input:
+        for i, rep, conv, st in plan:
+            x = xs[i]
+            if rep:
                 x = x.repeat(2, axis=2).repeat(2, axis=3)
-            if convert_in[i]:
+            if conv:
                 x = x.astype(np.float32)
             args.append(x.reshape(-1))
-            if modes[i] == "strided":
-                args.append(strides[i])            # element strides (0 = broadcast)
+            if st is not None:
+                args.append(st)                    # element strides (0 = broadcast)
         if convert_out:
             tmp = np.empty(out.shape, np.float64)
             fn(tmp.reshape(-1), *args, dims)
@@ -98,8 +105,22 @@ def lower_chain(node, ins, ctx) -> Step:
             fn(out.reshape(-1), *args, dims)
         if fix_fma:
             _exact_fma_fixup(out, xs)
-    fix_fma = node.kind == "Fma" and node.shape.dtype is DType.F64
     return Step(run, [kernel])
+
+
+def _plain_run(fn, dims, arity: int):
+    """The step of a kernel that reads its inputs flat and as they are (no conversion,
+    strides or prologue): one reshape per operand, specialized for the common arities."""
+    if arity == 1:
+        def run(out, a):
+            fn(out.reshape(-1), a.reshape(-1), dims)
+    elif arity == 2:
+        def run(out, a, b):
+            fn(out.reshape(-1), a.reshape(-1), b.reshape(-1), dims)
+    else:
+        def run(out, *xs):
+            fn(out.reshape(-1), *[x.reshape(-1) for x in xs], dims)
+    return run
 
 
 def _exact_fma_fixup(out, xs) -> None:

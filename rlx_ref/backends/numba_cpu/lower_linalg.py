@@ -148,8 +148,14 @@ def mm_loop_par(a3, b3, o3, ia, ib):
 '''
 
 
+_MM_KERNEL: list = []
+
+
 def matmul_kernel():
-    return compile_kernel("mm_blas", _MM_SRC)
+    """The matmul kernel module, compiled (and its source hashed) once per process."""
+    if not _MM_KERNEL:
+        _MM_KERNEL.append(compile_kernel("mm_blas", _MM_SRC))
+    return _MM_KERNEL[0]
 
 
 def batched_matmul(a3, b3, o3, ia, ib) -> None:

@@ -2,19 +2,18 @@
 
 They pin down the semantics numpy's ufuncs have and Python's operators do not: NaN-aware
 max/min with -0 < +0, truncating integer division that raises on zero, saturating
-float→int conversion, sign(NaN) = 0, and stable sigmoid/softplus.
+float→int conversion, sign(NaN) = 0, and stable sigmoid/softplus. exp/tanh/sigmoid come
+from ``_vmath`` (branch-free, vectorizable; ``math.exp``/``math.tanh`` are libm calls).
 """
+from ._vmath import VMATH
 
-PRELUDE = '''
+PRELUDE = VMATH + '''
 _NJ = dict(inline="always", error_model="numpy", cache=True)
 
 
 @njit(**_NJ)
 def _sigmoid(x):
-    if x >= 0.0:
-        return 1.0 / (1.0 + math.exp(-x))
-    e = math.exp(x)
-    return e / (1.0 + e)
+    return _vsigmoid(x)     # branch-free, vectorizable (_vmath)
 
 
 @njit(**_NJ)
