@@ -47,7 +47,6 @@ class Plan:
         self.graph = graph
         self.steps = []          # (node, step, input ids)
         self.kernels = {}
-        n = len(graph.nodes)
         self.const = {}
         for node in graph.nodes:
             if not node.shape.is_static:
@@ -64,10 +63,10 @@ class Plan:
                     self.kernels[k.name] = k.source
                 self.steps.append((node, step, node.inputs))
         self.outputs = list(graph.outputs)
-        self._assign_buffers(n)
+        self._assign_buffers()
         self.prepare()
 
-    def _assign_buffers(self, n: int) -> None:
+    def _assign_buffers(self) -> None:
         """Give every intermediate a buffer, reusing dead ones of the same dtype and shape."""
         keep = set(self.outputs)
         step_inputs = [tuple(ins) for _, _, ins in self.steps]
@@ -85,7 +84,6 @@ class Plan:
                     node_v = self.graph.nodes[v]
                     pool.setdefault((node_v.shape.dtype, node_v.shape.dims), []).append(
                         self.buffer[v])
-        self.frees = frees
 
     def prepare(self) -> None:
         """Precompute the run loop: a list environment indexed by node id, with constants
