@@ -16,20 +16,19 @@ class NumbaCpuBackend(Backend):
             return False, f"numba is not installed ({e}); pip install numba"
         return True, ""
 
-    def _lowerings(self) -> dict:
-        from .lowering import LOWERINGS, load_families
+    def _table(self):
+        from .lowering import TABLE
 
-        load_families()
-        return LOWERINGS
+        return TABLE
 
     def supported_ops(self) -> dict:
-        return {k: low.dtypes for k, low in self._lowerings().items()}
+        return self._table().supported_ops()
 
     def paths(self) -> dict:
-        return {k: low.path for k, low in self._lowerings().items()}
+        return self._table().paths()
 
     def path_reasons(self) -> dict:
-        return {k: low.reason for k, low in self._lowerings().items() if low.reason}
+        return self._table().path_reasons()
 
     def compile(self, graph: Graph, options=None):
         """Run the compile pipeline (fold, DCE, decompose, legalize, fuse), then plan."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ...ir.dtype import DType
+from ..lowering_table import LoweringTable, register_leaves
 
 NUMERIC = tuple(d for d in DType if d.is_float or d.is_int) + (DType.BOOL,)
 FLOATS = (DType.F32, DType.F64)
@@ -19,26 +20,23 @@ KERNEL_DTYPES = (DType.F32, DType.F64, DType.I8, DType.I16, DType.I32, DType.I64
                  DType.U32, DType.BOOL)
 
 
-@dataclass
-class Lowering:
-    kind: str
-    fn: Callable
-    dtypes: frozenset
-    path: str = "native"        # native | host | decomposed | rewritten
-    reason: str = ""
-
-
-LOWERINGS: dict[str, Lowering] = {}
+TABLE = LoweringTable("numba-cpu", __package__, (
+    "lower_elementwise",
+    "lower_linalg",
+    "lower_attention",
+    "lower_conv",
+    "lower_movement",
+    "lower_reduce",
+    "lower_norm",
+    "lower_index",
+    "lower_control",
+))
+LOWERINGS = TABLE.entries
 
 
 def lowers(kind: str, dtypes=KERNEL_DTYPES, path: str = "native", reason: str = ""):
     """Register the lowering of ``kind`` for node output dtypes ``dtypes``."""
-    def deco(fn):
-        if kind in LOWERINGS:
-            raise ValueError(f"numba-cpu: {kind} is lowered twice")
-        LOWERINGS[kind] = Lowering(kind, fn, frozenset(dtypes), path, reason)
-        return fn
-    return deco
+    return TABLE.lowers(kind, dtypes, path, reason)
 
 
 @dataclass
@@ -65,30 +63,9 @@ class LowerCtx:
     compile_body: Callable | None = None    # graph -> a runnable plan (control flow)
 
 
-def load_families():
+def load_families() -> dict:
     """Import the lowering family files (each registers its kinds)."""
-    import importlib
-
-    for fam in FAMILIES:
-        importlib.import_module(f"{__package__}.{fam}")
+    return TABLE.load()
 
 
-FAMILIES: tuple = (
-    "lower_elementwise",
-    "lower_linalg",
-    "lower_attention",
-    "lower_conv",
-    "lower_movement",
-    "lower_reduce",
-    "lower_norm",
-    "lower_index",
-    "lower_control",
-)
-
-
-def _leaf(node, ins, ctx):
-    raise AssertionError("leaves are bound by the plan, not lowered")
-
-
-for _kind in ("Input", "Param", "Constant"):
-    lowers(_kind, tuple(DType))(_leaf)
+register_leaves(TABLE)
