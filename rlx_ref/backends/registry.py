@@ -10,7 +10,16 @@ BUILTIN = {
     "reference": "rlx_ref.backends.reference:ReferenceBackend",
     "broken": "rlx_ref.backends.broken:BrokenBackend",
     "numba-cpu": "rlx_ref.backends.numba_cpu:NumbaCpuBackend",
+    "opencl": "rlx_ref.backends.opencl:OpenCLBackend",
+    "cuda": "rlx_ref.backends.numba_cuda:NumbaCudaBackend",
 }
+# Built-ins that take a device after a colon (``opencl:0:1``, ``cuda:1``): the class is
+# called with ``device=`` that suffix.
+DEVICE_BACKENDS = ("opencl", "cuda")
+# Vendor names → a device spec. ``nvidia`` means CUDA where a CUDA GPU is usable and the
+# first NVIDIA OpenCL device otherwise (see ``_resolve_alias``).
+ALIASES = {"amd": "opencl:amd", "rocm": "opencl:amd", "intel": "opencl:intel",
+           "oneapi": "opencl:intel", "apple": "opencl:apple", "nvidia": "cuda"}
 ENTRY_POINT_GROUP = "rlx_ref.backends"
 
 
@@ -47,10 +56,35 @@ def backend_names() -> list[str]:
     return sorted(set(BUILTIN) | set(_entry_points()))
 
 
+def alias_names() -> list[str]:
+    """Vendor aliases accepted by ``get_backend`` (not separate backends)."""
+    return sorted(ALIASES)
+
+
+def _resolve_alias(spec: str) -> str:
+    target = ALIASES[spec]
+    if spec == "nvidia":
+        try:
+            cuda = get_backend("cuda")
+            if cuda.availability()[0] and not cuda.emulated:
+                return "cuda"
+        except BackendUnavailable:
+            pass
+        return "opencl:nvidia"
+    return target
+
+
 def get_backend(spec: str) -> Backend:
-    """A backend by name, entry-point name, or ``module:object``."""
+    """A backend by name (``opencl:P:D``, ``cuda:N`` and vendor aliases included),
+    entry-point name, or ``module:object``."""
+    if spec in ALIASES:
+        return get_backend(_resolve_alias(spec))
     if spec in BUILTIN:
         return _instantiate(_load(BUILTIN[spec]), spec)
+    name, _, device = spec.partition(":")
+    if name in DEVICE_BACKENDS and device:
+        cls = _load(BUILTIN[name])
+        return _instantiate(cls(device=device), spec)
     eps = _entry_points()
     if spec in eps:
         return _instantiate(eps[spec].load(), spec)

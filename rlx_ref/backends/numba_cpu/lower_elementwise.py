@@ -11,7 +11,8 @@ import math
 import numpy as np
 
 from ...ir.dtype import DType
-from ...ops.region import step_op, walk_chain
+from ...ops.region import walk_chain
+from ..codegen.chain import chain_steps, read_mode
 from .ew_codegen import PARALLEL_MIN, render
 from .kernels import compile_kernel
 from .lowering import KERNEL_DTYPES, Step, lowers
@@ -21,39 +22,12 @@ EW_DTYPES = KERNEL_DTYPES + SIXTEEN
 SHADOW_NOTE = "f16/bf16 run through f32 shadows converted on the host"
 
 
-def _steps(node) -> list:
-    if node.kind == "ElementwiseRegion":
-        return [step_op(s) for s in node.attrs.chain]
-    arity = len(node.inputs)
-    return [(node.kind, node.attrs, [("Input", i) for i in range(arity)])]
-
-
-def _mode(shape: tuple, out: tuple, region_attrs, i: int) -> tuple:
-    """How input i is read: (mode, strides or None)."""
-    size, n = math.prod(shape), math.prod(out)
-    if region_attrs is not None:
-        if region_attrs.scalar_input_mask >> i & 1:
-            return "scalar", None
-        return ("mod", None) if region_attrs.input_modulus[i] else ("full", None)
-    if size == n and shape == out or size == n == 1:
-        return "full", None
-    if size == 1:
-        return "scalar", None
-    core = tuple(shape)
-    while core and core[0] == 1:
-        core = core[1:]
-    if core and core == tuple(out[len(out) - len(core):]):
-        return "mod", None
-    view = np.broadcast_to(np.empty(shape, np.int8), out)
-    return "strided", np.array(view.strides, np.int64)
-
-
 def _shadow(dt: DType) -> DType:
     return DType.F32 if dt in SIXTEEN else dt
 
 
 def lower_chain(node, ins, ctx) -> Step:
-    steps = _steps(node)
+    steps = chain_steps(node)
     region = node.attrs if node.kind == "ElementwiseRegion" else None
     in_dts = [s.dtype for s in ins]
     step_dts = walk_chain([s for s in node.attrs.chain], in_dts) if region else \
@@ -69,7 +43,7 @@ def lower_chain(node, ins, ctx) -> Step:
         if prologue and i == region.prologue_input:
             m, st = "full", None
         else:
-            m, st = _mode(tuple(s.dims), out_dims, region, i)
+            m, st = read_mode(tuple(s.dims), out_dims, region, i)
         modes.append(m)
         strides.append(st)
     name, source = render(steps, k_in, k_steps, modes)
