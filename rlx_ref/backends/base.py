@@ -57,6 +57,7 @@ class Backend:
     emulated = False          # True for simulators/emulated devices (separate report column)
     test_only = False         # excluded from "every available backend"
     device = ""
+    fork_safe = True          # False when a driver's threads make fork() unsafe
 
     def availability(self) -> tuple[bool, str]:
         """(True, "") when usable here, else (False, the reason)."""

@@ -159,6 +159,14 @@ class Progress:
                   f"{now - self.t0:.1f}s", file=sys.stderr, flush=True)
 
 
+def _spawned_worker(spec: str, cases: list, ledger, repro_dir) -> None:
+    """Set up a spawned worker like a forked one: the backend is made again by name."""
+    from ..backends.registry import get_backend
+
+    _WORK.update(backend=get_backend(spec), spec=spec, cases=cases, ledger=ledger,
+                 repro=repro_dir)
+
+
 def run_backend(backend, cases: list, ledger, *, jobs: int = 1, repro_dir=None,
                 spec: str | None = None, progress: bool = True) -> list[dict]:
     """All cases on one backend; result dicts in case order."""
@@ -171,7 +179,13 @@ def run_backend(backend, cases: list, ledger, *, jobs: int = 1, repro_dir=None,
     if jobs > 1 and len(chunks) > 1:
         import multiprocessing as mp
 
-        with mp.get_context("fork").Pool(jobs) as pool:
+        if getattr(backend, "fork_safe", True):
+            pool = mp.get_context("fork").Pool(jobs)
+        else:       # a driver with threads (OpenCL, CUDA) cannot be forked: fresh workers
+            pool = mp.get_context("spawn").Pool(
+                jobs, initializer=_spawned_worker,
+                initargs=(spec or backend.name, cases, ledger, repro_dir))
+        with pool:
             for part in pool.imap(_worker, chunks):
                 out += part
                 bar.update(part)

@@ -15,12 +15,12 @@ ACTIVATION = {
              "c": "0.5 * {x} * (1.0 + erf({x} * 0.7071067811865476))"},
     "GeluApprox": {"py": "0.5 * {x} * (1.0 + _vtanh(0.7978845608028654 * ({x} + "
                          "0.044715 * {x} * {x} * {x})))",
-                   "c": "0.5 * {x} * (1.0 + tanh(0.7978845608028654 * ({x} + "
+                   "c": "0.5 * {x} * (1.0 + rlx_tanh(0.7978845608028654 * ({x} + "
                         "0.044715 * {x} * {x} * {x})))"},
     "Silu": {"py": "{x} * _sigmoid({x})", "c": "{x} * rlx_sigmoid({x})"},
     "Relu": {"py": "_relu({x})", "c": "rlx_relu({x})"},
     "Sigmoid": {"py": "_sigmoid({x})", "c": "rlx_sigmoid({x})"},
-    "Tanh": {"py": "_vtanh({x})", "c": "tanh({x})"},
+    "Tanh": {"py": "_vtanh({x})", "c": "rlx_tanh({x})"},
     "Exp": {"py": "_vexp({x})", "c": "exp({x})"},
     "Log": {"py": "_log({x})", "c": "log({x})"},
     "Sqrt": {"py": "_sqrt({x})", "c": "sqrt({x})"},
@@ -43,8 +43,8 @@ ACTIVATION = {
     "HardSwish": {"py": "{x} * min(max({x} + 3.0, 0.0), 6.0) / 6.0",
                   "c": "{x} * fmin(fmax({x} + 3.0, 0.0), 6.0) / 6.0"},
     "HardSigmoid": {"py": "min(max({x} / 6.0 + 0.5, 0.0), 1.0)",
-                    "c": "fmin(fmax({x} / 6.0 + 0.5, 0.0), 1.0)"},
-    "Mish": {"py": "{x} * math.tanh(_softplus({x}))", "c": "{x} * tanh(rlx_softplus({x}))"},
+                    "c": "({x} != {x} ? {x} : fmin(fmax({x} / 6.0 + 0.5, 0.0), 1.0))"},
+    "Mish": {"py": "{x} * math.tanh(_softplus({x}))", "c": "{x} * rlx_tanh(rlx_softplus({x}))"},
     "Softsign": {"py": "{x} / (1.0 + abs({x}))", "c": "{x} / (1.0 + fabs({x}))"},
     "LogSigmoid": {"py": "min({x}, 0.0) - math.log1p(math.exp(-abs({x})))",
                    "c": "fmin({x}, 0.0) - log1p(exp(-fabs({x})))"},

@@ -16,45 +16,34 @@ _NJ = dict(inline="always", error_model="numpy", cache=True)
 _KJ = dict(cache=True, error_model="numpy", nogil=True, fastmath={"contract"})
 
 
-@njit(**_NJ)
-def _moments(xr, lanes, rms):
-    """(mean, biased variance) of the view ``xr`` in f64; RmsNorm: (0, mean square).
+# reassoc lets LLVM keep these two sums in vector registers (lanes kept in memory pay a
+# store-to-load round trip per vector); nothing else in them can be reordered.
+_RJ = dict(cache=True, error_model="numpy", nogil=True, fastmath={"reassoc", "contract"})
 
-    64 lanes in memory vectorize without reassociation; views indexed from 0 spare
-    Numba's negative-index wraparound (which blocks the vectorizer).
-    """
-    n = xr.size
-    nb = n // 64
-    mean = 0.0
-    if not rms:
-        s = 0.0
-        if nb:                          # short rows skip the lanes entirely
-            for j in range(64):
-                lanes[j] = 0.0
-            for i in range(nb):
-                xs = xr[i * 64:i * 64 + 64]
-                for j in range(64):
-                    lanes[j] += xs[j]
-            for j in range(64):
-                s += lanes[j]
-        for i in range(nb * 64, n):
-            s += xr[i]
-        mean = s / n
+
+@njit(**_RJ)
+def _sum(xr):
+    s = 0.0
+    for i in range(xr.size):
+        s += np.float64(xr[i])
+    return s
+
+
+@njit(**_RJ)
+def _sq_dev(xr, mean):
     q = 0.0
-    if nb:
-        for j in range(64):
-            lanes[j] = 0.0
-        for i in range(nb):
-            xs = xr[i * 64:i * 64 + 64]
-            for j in range(64):
-                d = xs[j] - mean
-                lanes[j] += d * d
-        for j in range(64):
-            q += lanes[j]
-    for i in range(nb * 64, n):
-        d = xr[i] - mean
+    for i in range(xr.size):
+        d = np.float64(xr[i]) - mean
         q += d * d
-    return mean, q / n
+    return q
+
+
+@njit(**_NJ)
+def _moments(xr, rms):
+    """(mean, biased variance) of the view ``xr`` in f64; RmsNorm: (0, mean square)."""
+    n = xr.size
+    mean = _sum(xr) / n if not rms else 0.0
+    return mean, _sq_dev(xr, mean) / n
 '''
 
 _KERNELS = '''
@@ -63,11 +52,10 @@ def norm_blocks{sfx}(out, x, g, b, G, Cg, S, eps, rms, ntask):
     L = Cg * S
     rows = out.size // L if L else 0
     for t in {rng}(ntask):
-        lanes = np.empty(64)
         for r in range(t * rows // ntask, (t + 1) * rows // ntask):
             xr = x[r * L:r * L + L]
             orow = out[r * L:r * L + L]
-            mean, var = _moments(xr, lanes, rms)
+            mean, var = _moments(xr, rms)
             rstd = 1.0 / np.sqrt(var + eps)
             c0 = (r % G) * Cg
             gs = g[c0:c0 + Cg]

@@ -10,7 +10,7 @@ measured single-threaded at B1 H8 S256 D64, the fused row kernel (unit-stride ax
 transposed K, f64) took 16.5 ms, the tiles 4.9 ms in f64 (BLAS runs the two products).
 Products run in f64, or in f32 for f32/f16/bf16 when S_k and S_k·D are large enough that
 the contract's budget (∝ S_k·D) dwarfs the f32 rounding of a D-term dot (``_gemm_dtype``).
-The exp is a vectorizable polynomial in the product dtype (about 1 ulp of f64, 2 of f32);
+The exp is ``_vmath``'s vectorizable one in the product dtype (about 1 ulp of f64 or f32);
 row sums are f64. Q, K and V are read into ``[B, H, S, D]`` buffers of the product dtype (a
 copy, skipped when an input is already that). Keys hidden from every row of a tile by a
 causal or sliding-window mask are neither scored nor summed when V is finite (0·inf must
@@ -27,6 +27,7 @@ import numpy as np
 from ...ir.dtype import DType
 from ...ops import _attention_geom as geo
 from ...ops.attention import rope_tables
+from ._vmath import VMATH
 from .kernels import compile_kernel
 from .lower_linalg import FLOATS, blas_serial
 from .lowering import Step, lowers
@@ -39,79 +40,12 @@ F32_MIN_KEYS = 64                # f32 products need S_k >= this ...
 F32_MIN_TERMS = 4096             # ... and S_k·D >= this (see _gemm_dtype)
 MASKS = {"None": 0, "Causal": 1, "SlidingWindow": 2, "Custom": 3, "Bias": 4}
 
-_EXP64 = """
-_MAGIC = 6755399441055744.0         # 1.5·2^52: adding it rounds to an integer in the low bits
-_MAGIC_BIAS = 4843621399236967425   # bits(_MAGIC) - 1023: bits(u) - it = exponent field of 2^k
-
-
-@njit(cache=True, nogil=True, fastmath={"contract"})
-def _exp_poly(row, m, pb, fb):
-    # pb[j] = e^r and fb[j] = u with row[j] - m = k·ln2 + r (k in u's low bits); vectorizes
+_EXP_ROW = """
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={{"contract"}})
+def _exp_row(row, m):
+    # row <- exp(row - m) for a finite m, in the product dtype ({exp} of _vmath)
     for j in range(row.size):
-        x = row[j] - m
-        t = x if x > -708.0 else -708.0
-        u = t * 1.4426950408889634 + _MAGIC
-        k = u - _MAGIC
-        r = (t - k * 0.6931471803691238) - k * 1.9082149292705877e-10
-        r2 = r * r
-        r4 = r2 * r2
-        q0 = (1.0 + r) + r2 * (0.5 + r * 0.16666666666666666)
-        q1 = (0.041666666666666664 + r * 0.008333333333333333) + r2 * (
-            0.001388888888888889 + r * 0.0001984126984126984)
-        q2 = (2.48015873015873e-05 + r * 2.755731922398589e-06) + r2 * (
-            2.755731922398589e-07 + r * 2.505210838544172e-08)
-        q3 = 2.08767569878681e-09 + r * 1.6059043836821613e-10
-        pb[j] = (q0 + r4 * q1) + (r4 * r4) * (q2 + r4 * q3)
-        fb[j] = u
-
-
-@njit(cache=True, nogil=True)
-def _exp_row(row, m, pb, fb):
-    # row <- exp(row - m) for a finite m (degree-13 polynomial: about 1 ulp of f64)
-    _exp_poly(row, m, pb, fb)
-    ib = fb.view(np.int64)
-    for j in range(row.size):
-        ib[j] = (ib[j] - _MAGIC_BIAS) << 52          # 2^k as f64 bits
-    for j in range(row.size):
-        row[j] = pb[j] * fb[j] if row[j] - m >= -708.0 else 0.0
-"""
-
-_EXP32 = """
-_F32 = np.float32
-_MAGIC = _F32(12582912.0)           # 1.5·2^23
-_MAGIC_BIAS = 1262485377            # bits(_MAGIC) - 127
-_LIM = _F32(-87.0)
-_LOG2E, _LN2_HI, _LN2_LO = _F32(1.4426950408889634), _F32(0.693145751953125), _F32(
-    1.4286068202862268e-06)
-_C2, _C3, _C4, _C5, _C6, _C7 = (_F32(1 / 2), _F32(1 / 6), _F32(1 / 24), _F32(1 / 120),
-                                _F32(1 / 720), _F32(1 / 5040))
-_ONE = _F32(1.0)
-
-
-@njit(cache=True, nogil=True, fastmath={"contract"})
-def _exp_poly(row, m, pb, fb):
-    # f32 lanes: x = row[j] - m rounded once, degree-7 polynomial (about 2 ulp of f32)
-    for j in range(row.size):
-        x = _F32(np.float64(row[j]) - m)
-        t = x if x > _LIM else _LIM
-        u = t * _LOG2E + _MAGIC
-        k = u - _MAGIC
-        r = (t - k * _LN2_HI) - k * _LN2_LO
-        r2 = r * r
-        pb[j] = ((_ONE + r) + r2 * (_C2 + r * _C3)) + (r2 * r2) * (
-            (_C4 + r * _C5) + r2 * (_C6 + r * _C7))
-        fb[j] = u
-
-
-@njit(cache=True, nogil=True)
-def _exp_row(row, m, pb, fb):
-    # row <- exp(row - m) for a finite m, in f32 (rows of f32 products only)
-    _exp_poly(row, m, pb, fb)
-    ib = fb.view(np.int32)
-    for j in range(row.size):
-        ib[j] = (ib[j] - _MAGIC_BIAS) << 23          # 2^k as f32 bits
-    for j in range(row.size):
-        row[j] = pb[j] * fb[j] if row[j] - m >= -87.0 else 0.0
+        row[j] = {exp}({ct}(np.float64(row[j]) - m))
 """
 
 _ATTN_SRC = """
@@ -119,7 +53,7 @@ _FILL = -1e9
 
 
 @njit(cache=True, nogil=True)
-def _softmax_row(row, pb, fb):
+def _softmax_row(row):
     # row <- exp(row - max(row)) (a NaN max gives NaN rows, as the reference); (sum, max)
     n = row.size
     m = -np.inf
@@ -132,7 +66,7 @@ def _softmax_row(row, pb, fb):
             row[j] = math.exp(row[j] - m)
             tot += row[j]
         return tot, m
-    _exp_row(row, m, pb[:n], fb[:n])
+    _exp_row(row, m)
     a0 = a1 = a2 = a3 = 0.0
     for j in range(0, n - 3, 4):
         a0 += row[j]
@@ -157,7 +91,7 @@ def _keys(qi, gi):
 
 
 @njit(cache=True, nogil=True)
-def _scores(s2, b, h, t0, klo, gi, keep, bias, scale, cap, pb, fb, tot):
+def _scores(s2, b, h, t0, klo, gi, keep, bias, scale, cap, tot):
     # scale, bias, softcap, mask and softmax of each row; False if a hidden key outside
     # [klo, klo + kw) could still get weight (its score would be within 745 of the max)
     mk = gi[16]
@@ -184,13 +118,13 @@ def _scores(s2, b, h, t0, klo, gi, keep, bias, scale, cap, pb, fb, tot):
             krow = keep[b, klo:klo + kw]
             for j in range(kw):
                 row[j] = row[j] if krow[j] != 0 else _FILL
-        tot[i], m = _softmax_row(row, pb, fb)
+        tot[i], m = _softmax_row(row)
         ok = ok and (_FILL - m < -745.2 or m != m)
     return ok
 
 
 @njit(cache=True, nogil=True)
-def _tile(w, qb, kb, vb, ob, keep, bias, gi, scale, cap, v_finite, sb, pb, fb, tot):
+def _tile(w, qb, kb, vb, ob, keep, bias, gi, scale, cap, v_finite, sb, tot):
     # one (batch, head, query tile): scores by BLAS, row softmax, weighted V sum by BLAS.
     # Keys hidden from every row of the tile are skipped when V is finite (0·v = 0).
     nh, nkv, sq, sk, dv, tr = gi[1], gi[2], gi[3], gi[4], gi[6], gi[18]
@@ -208,7 +142,7 @@ def _tile(w, qb, kb, vb, ob, keep, bias, gi, scale, cap, v_finite, sb, pb, fb, t
         kw = khi - klo
         s2 = sb[:nt * kw].reshape(nt, kw)
         np.dot(qb[b, h, t0:t0 + nt], kb[b, hk, klo:khi].T, s2)
-        if _scores(s2, b, h, t0, klo, gi, keep, bias, scale, cap, pb, fb, tot) or kw == sk:
+        if _scores(s2, b, h, t0, klo, gi, keep, bias, scale, cap, tot) or kw == sk:
             break
         klo, khi = 0, sk
     o2 = ob[b, h, t0:t0 + nt]
@@ -224,11 +158,9 @@ def _tile(w, qb, kb, vb, ob, keep, bias, gi, scale, cap, v_finite, sb, pb, fb, t
 def _chunk(c, chunks, qb, kb, vb, ob, keep, bias, gi, scale, cap, v_finite):
     items = gi[0] * gi[1] * ((gi[3] + gi[18] - 1) // gi[18])
     sb = np.empty(gi[18] * gi[4], qb.dtype)
-    pb = np.empty(gi[4], qb.dtype)
-    fb = np.empty(gi[4], qb.dtype)
     tot = np.empty(gi[18])
     for w in range(c * items // chunks, (c + 1) * items // chunks):
-        _tile(w, qb, kb, vb, ob, keep, bias, gi, scale, cap, v_finite, sb, pb, fb, tot)
+        _tile(w, qb, kb, vb, ob, keep, bias, gi, scale, cap, v_finite, sb, tot)
 
 
 @njit(cache=True, nogil=True)
@@ -273,10 +205,10 @@ def lower_attention(node, ins, ctx) -> Step:
     cap = float(wdt(a.attn_logit_softcap)) if a.attn_logit_softcap is not None else 0.0
     items = g.batch * g.heads * -(-g.s_q // tile)
     work_units = g.batch * g.heads * g.s_q * max(g.s_k, 1) * (g.d + g.dv)
-    if gdt is np.float32:
-        kernel = compile_kernel("attention", _EXP32 + _ATTN_SRC)
-    else:
-        kernel = compile_kernel("attention", _EXP64 + _ATTN_SRC)
+    f32 = gdt is np.float32
+    exp_row = _EXP_ROW.format(exp="_vexpf" if f32 else "_vexp",
+                              ct="np.float32" if f32 else "np.float64")
+    kernel = compile_kernel("attention", VMATH + exp_row + _ATTN_SRC)
     par = work_units >= PAR_MIN
     fn = kernel.get("attention_par") if par else kernel.fn
     chunks = min(items, ROW_CHUNKS if par else 1)

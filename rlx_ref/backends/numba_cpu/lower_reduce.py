@@ -60,7 +60,7 @@ def _kernel(mod, *args):
 def lower_reduce(node, ins, ctx) -> Step:
     a = node.attrs
     perm, (outer, k, inner) = reduce_layout(ins[0].dims, set(a.axes))
-    kernel = _kernel(_reduce_fold, a.op)
+    kernel = _kernel(_reduce_fold, a.op, ins[0].dtype.is_float)
     init = _identity(a.op, ins[0].dtype)
     total = outer * k * inner
     par = is_parallel(total)

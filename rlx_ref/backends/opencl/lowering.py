@@ -18,6 +18,7 @@ from ..lowering_table import LoweringTable, register_leaves
 INTS = (DType.I8, DType.I16, DType.I32, DType.I64, DType.U8, DType.U32)
 BASE_DTYPES = (DType.F32,) + INTS + (DType.BOOL,)
 FLOAT_DTYPES = (DType.F32, DType.F64)
+SIXTEEN = (DType.F16, DType.BF16)     # stored as half/ushort, computed in float
 
 C_TYPE = {DType.F32: "float", DType.F64: "double", DType.I8: "char", DType.I16: "short",
           DType.I32: "int", DType.I64: "long", DType.U8: "uchar", DType.U32: "uint",
@@ -31,7 +32,15 @@ ERR_TEXT = {ERR_INDEX: "index out of range",
 
 TABLE = LoweringTable("opencl", __package__, (
     "lower_elementwise",
-    "lower_host",
+    "lower_reduce",
+    "lower_norm",
+    "lower_linalg",
+    "lower_attention",
+    "lower_conv",
+    "lower_movement",
+    "lower_index",
+    "lower_control",
+    "lower_host",           # last: declares every kind still without a kernel
 ))
 LOWERINGS = TABLE.entries
 
@@ -61,6 +70,7 @@ class LowerCtx:
     device: object                  # DeviceInfo
     program: object                 # ProgramBuilder of the graph
     options: object = None
+    errors: object = None           # the executable's ErrorWord
     err_code: int = 0               # this node's slot in the error word (times 8)
     compile_body: Callable | None = None    # graph -> SubPlan (control flow)
     queue: object = None

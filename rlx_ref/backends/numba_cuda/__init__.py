@@ -1,0 +1,4 @@
+"""``cuda``: kernels generated for NVIDIA GPUs through numba.cuda (numba-cuda)."""
+from .backend import NumbaCudaBackend
+
+__all__ = ["NumbaCudaBackend"]

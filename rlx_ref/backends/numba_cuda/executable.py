@@ -1,0 +1,266 @@
+"""A compiled CUDA graph: a plan of Steps over preallocated, flat device buffers.
+
+Planning happens once per set of input shapes. Every intermediate gets a device buffer,
+reused by liveness (a buffer whose last reader has run goes to the next node of the same
+dtype and element count); outputs keep their own. A run uploads each input once, runs
+every step on device-resident arrays, reads the error word (only when some kernel can
+fail) and downloads each output once. Constants are uploaded once, params at
+``set_param``. Control flow drives its compiled bodies (``SubPlan``) from the host.
+"""
+from __future__ import annotations
+
+from operator import itemgetter
+
+import numpy as np
+
+from ... import hotpaths
+from ...ir.graph import Graph
+from ...ir.shape import Dyn
+from ...ops.opdef import RefCtx, get
+from ...runtime.session import CompiledGraph
+from ..base import Executable
+from .device import ERR_CLEAR, copy_device
+from .ew_render import ERROR_TEXT
+from .lowering import LOWERINGS, ErrorWord, LowerCtx, load_families
+
+_LEAVES = ("Input", "Param", "Constant")
+
+
+class CudaRunError(RuntimeError):
+    """A step or kernel failed at run time; the message names the node in text form."""
+
+
+def specialize(graph: Graph, bindings: dict) -> Graph:
+    """A copy of ``graph`` with dynamic dims replaced by their bound sizes."""
+    if not bindings:
+        return graph
+    g = graph.copy()
+    for n in g.nodes:
+        n.shape = n.shape.bind(bindings)
+    return g
+
+
+def lower_graph(graph: Graph, options, err: ErrorWord, compile_body) -> list:
+    """(node, Step) for every non-leaf node; renders kernels, touches no device."""
+    load_families()
+    steps = []
+    for node in graph.nodes:
+        if not node.shape.is_static:
+            raise CudaRunError(f"at %{node.id} in @{graph.name}: dynamic shape {node.shape} "
+                               "after binding")
+        if node.kind in _LEAVES:
+            continue
+        ctx = LowerCtx(node, graph, options, err, compile_body)
+        ins = [graph.nodes[i].shape for i in node.inputs]
+        try:
+            steps.append((node, LOWERINGS[node.kind].fn(node, ins, ctx)))
+        except Exception as e:
+            raise CudaRunError(f"at %{node.id} in @{graph.name}: cannot lower {node.kind}: "
+                               f"{e}\n  node: {node}") from e
+    return steps
+
+
+class Plan:
+    """Steps over device buffers for one graph with static shapes.
+
+    ``fresh_outputs``: body plans hand out new output arrays on every run (a loop feeds
+    them back as the next run's inputs, so they must not be the body's own buffers).
+    """
+
+    def __init__(self, graph: Graph, device, options=None, fresh_outputs: bool = False):
+        self.graph, self.device, self.options = graph, device, options
+        self.fresh_outputs = fresh_outputs
+        self.err = ErrorWord()
+        self.steps = lower_graph(graph, options, self.err,
+                                 lambda body: SubPlan(body, device, options))
+        self.fallible = any(step.fallible for _, step in self.steps)
+        self.outputs = list(graph.outputs)
+        self._ready = False
+
+    def launches(self) -> list:
+        """Every (kernel, argument types) this plan launches, bodies included."""
+        return [ln for _, step in self.steps for ln in step.launches]
+
+    def kernel_sources(self) -> dict:
+        return {ln.kernel.name: ln.kernel.source for ln in self.launches()}
+
+    def _assign_buffers(self) -> dict:
+        """Node id → (dtype, numel) slot; dead slots are reused by later nodes."""
+        keep = set(self.outputs)
+        ins = [tuple(node.inputs) for node, _ in self.steps]
+        frees = hotpaths.core.last_uses(len(self.steps), ins, keep)
+        pool: dict = {}
+        buffers = {}
+        for (node, step), dead in zip(self.steps, frees):
+            if not step.returns and not (self.fresh_outputs and node.id in keep):
+                key = (node.shape.dtype, node.shape.numel)
+                free = pool.get(key)
+                buffers[node.id] = free.pop() if free else self.device.empty(*key[::-1])
+            for v in dead:
+                if v in buffers and v not in keep:
+                    nv = self.graph.nodes[v]
+                    pool.setdefault((nv.shape.dtype, nv.shape.numel), []).append(buffers[v])
+        return buffers
+
+    def _prepare(self) -> None:
+        """Allocate buffers and upload constants (first run only), build the run loop."""
+        nodes = self.graph.nodes
+        env = [None] * len(nodes)
+        self._host_const = {}
+        for n in nodes:
+            if n.kind == "Constant":
+                host = np.asarray(get("Constant").reference(RefCtx(n.attrs, n.shape)))
+                self._host_const[n.id] = host
+                env[n.id] = self.device.upload(host, n.shape.dtype)
+        self.buffers = self._assign_buffers()
+        for i, b in self.buffers.items():
+            env[i] = b
+        self._template = env
+        self._inputs = [(n.id, n.attrs.name, n.shape.dtype) for n in nodes if n.kind == "Input"]
+        self._params = [(n.id, n.attrs.name) for n in nodes if n.kind == "Param"]
+        self._ops = []
+        for node, step in self.steps:
+            getter = _getter(tuple(node.inputs))
+            out = self.buffers.get(node.id)
+            fresh = None if out is not None or step.returns else node.shape
+            self._ops.append((step.fn, getter, step.returns, node.id, out, fresh))
+        self._ready = True
+
+    def execute(self, env: list) -> None:
+        """Run every step over ``env`` (leaves bound); errors name the failing node."""
+        nid = None
+        try:
+            for fn, gather, returns, nid, out, fresh in self._ops:
+                if returns:
+                    env[nid] = fn(*gather(env))
+                    continue
+                if fresh is not None:
+                    out = self.device.empty(fresh.numel, fresh.dtype)
+                    env[nid] = out
+                fn(out, *gather(env))
+        except CudaRunError:
+            raise
+        except Exception as e:      # re-raised naming the node
+            raise self._node_error(nid, str(e)) from e
+        if self.fallible:
+            self._check_error_word()
+
+    def _node_error(self, nid: int, what: str) -> CudaRunError:
+        node = self.graph.nodes[nid]
+        return CudaRunError(f"at %{node.id} in @{self.graph.name}: {what}\n"
+                            f"  while running: {node}")
+
+    def _check_error_word(self) -> None:
+        word = self.err.get()
+        value = int(word.copy_to_host()[0])
+        if value != ERR_CLEAR:
+            word.copy_to_device(np.array([ERR_CLEAR], np.int32))
+            nid, code = divmod(value, 8)
+            raise self._node_error(nid, ERROR_TEXT.get(code, f"kernel error {code}"))
+
+    def bind(self, inputs: dict, params: dict) -> list:
+        """The run environment with inputs uploaded (one transfer each) and params bound."""
+        if not self._ready:
+            self._prepare()
+        env = self._template.copy()
+        for i, name, dt in self._inputs:
+            env[i] = self.device.upload(inputs[name], dt)
+        for i, name in self._params:
+            env[i] = params[name]
+        return env
+
+    def run(self, inputs: dict, params: dict) -> list:
+        """Host outputs for host ``inputs`` (device params)."""
+        env = self.bind(inputs, params)
+        self.execute(env)
+        nodes, outs = self.graph.nodes, []
+        by_name = {i: name for i, name, _ in self._inputs}
+        for o in self.outputs:
+            node = nodes[o]
+            if o in by_name:                         # the caller's own array, copied
+                outs.append(np.array(inputs[by_name[o]], node.shape.dtype.np))
+            elif o in self._host_const:
+                outs.append(self._host_const[o].astype(node.shape.dtype.np, copy=True))
+            else:
+                outs.append(self.device.download(env[o], node.shape.dtype, node.shape.dims))
+        return outs
+
+
+def _getter(ids):
+    if len(ids) == 1:
+        one = ids[0]
+        return lambda env: (env[one],)
+    return itemgetter(*ids) if ids else (lambda env: ())
+
+
+class SubPlan:
+    """A nested body compiled once; ``run(args)`` binds its Inputs (device arrays, in node
+    order) and returns fresh device arrays, one per body output."""
+
+    def __init__(self, body: Graph, device, options=None):
+        self.body = body
+        self.plan = Plan(body, device, options, fresh_outputs=True)
+        self.device = device
+
+    def launches(self) -> list:
+        return self.plan.launches()
+
+    def run(self, args) -> list:
+        plan = self.plan
+        if not plan._ready:
+            plan._prepare()
+        env = plan._template.copy()
+        for (i, _, _), a in zip(plan._inputs, args):
+            env[i] = a
+        if plan._params:
+            raise CudaRunError(f"body @{self.body.name} reads Params, which bodies cannot bind")
+        plan.execute(env)
+        leaves = {i for i, _, _ in plan._inputs} | set(plan._host_const)
+        outs = []
+        for o in plan.outputs:
+            outs.append(copy_device(env[o]) if o in leaves else env[o])
+        return outs
+
+    def first(self, args):
+        return self.run(args)[0]
+
+
+class CudaExecutable(CompiledGraph, Executable):
+    """CompiledGraph I/O checks + a Plan per distinct binding of dynamic dims."""
+
+    _uses_interpreter = False
+
+    def __init__(self, graph: Graph, device, options=None, label: str = "cuda"):
+        super().__init__(graph)
+        self.device = label
+        self.gpu = device
+        self.options = options
+        self._plans: dict = {}
+        self._dev_params: dict = {}
+        if not any(isinstance(d, Dyn) for n in graph.nodes for d in n.shape.dims):
+            self._plans[()] = Plan(graph, device, options)
+
+    def _plan(self, bindings: dict) -> Plan:
+        key = tuple(sorted(bindings.items()))
+        if key not in self._plans:
+            self._plans[key] = Plan(specialize(self.graph, bindings), self.gpu, self.options)
+        return self._plans[key]
+
+    def set_param(self, name: str, data) -> None:
+        super().set_param(name, data)
+        decl = self._params_decl[name]
+        self._dev_params[name] = self.gpu.upload(self._params[name], decl.dtype)
+
+    def _execute(self, inputs: dict, params: dict, bindings: dict) -> list:
+        return self._plan(bindings).run(inputs, self._dev_params)
+
+    def capabilities(self) -> dict:
+        caps = Executable.capabilities(self)
+        caps["gpu_handles"] = False          # outputs come back as host arrays
+        return caps
+
+    def kernel_sources(self) -> dict:
+        out = {}
+        for plan in self._plans.values():
+            out.update(plan.kernel_sources())
+        return out

@@ -1,0 +1,121 @@
+"""Generated kernel source → a module of Python functions that ``cuda.jit`` compiles.
+
+A kernel's source defines plain functions (the kernel and, from the prelude, its
+``cuda.jit(device=True)`` helpers). It is written to a file named by its hash (so
+tracebacks and the simulator show real lines) and imported once per process. Every launch
+is described by a ``Launch``: the kernel and the Numba argument types it is compiled
+for. Launches compile eagerly for exactly those types, so the PTX check
+(``ptx_check.py``), which compiles the same (kernel, types) pairs for a given compute
+capability without a GPU, covers precisely what runs.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+# ``math`` is the simulator's IEEE twin under NUMBA_ENABLE_CUDASIM (see sim_math)
+HEADER = ("import numpy as np\nfrom numba import cuda\n"
+          "from rlx_ref.backends.numba_cuda.device import kernel_math\n"
+          "math = kernel_math()\n")
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("RLX_REF_CACHE_DIR")
+    base = Path(root) if root else Path(os.path.expanduser("~")) / ".cache" / "rlx_ref"
+    path = base / "numba_cuda"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        path = Path(tempfile.gettempdir()) / "rlx_ref_numba_cuda"
+        path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+class Kernel:
+    """One generated kernel: its name, full source and the plain Python function."""
+
+    def __init__(self, name: str, source: str, module):
+        self.name, self.source, self.module = name, source, module
+        self.pyfunc = getattr(module, name)
+        self._compiled: dict = {}
+
+    def compiled(self, argtypes: tuple):
+        """The ``cuda.jit`` kernel compiled for ``argtypes`` (once per process)."""
+        fn = self._compiled.get(argtypes)
+        if fn is None:
+            from numba import types
+
+            from .device import import_cuda
+
+            fn = import_cuda().jit(types.void(*argtypes))(self.pyfunc)
+            self._compiled[argtypes] = fn
+        return fn
+
+
+_LOADED: dict = {}
+
+
+def compile_kernel(name: str, body: str) -> Kernel:
+    """Load ``body`` (defining a function called ``name``); identical sources share one."""
+    source = HEADER + body.strip() + "\n"
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    key = (name, digest)
+    if key in _LOADED:
+        return _LOADED[key]
+    mod_name = f"rlx_ref_cuda_{name}_{digest}"
+    path = cache_dir() / f"{mod_name}.py"
+    if not path.exists() or path.read_text() != source:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(source)
+        os.replace(tmp, path)                # atomic: concurrent processes never see half
+    dump = os.environ.get("RLX_REF_DUMP_KERNELS")
+    if dump:
+        Path(dump).mkdir(parents=True, exist_ok=True)
+        (Path(dump) / f"cuda_{name}_{digest}.py").write_text(source)
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    spec.loader.exec_module(module)
+    kernel = Kernel(name, source, module)
+    _LOADED[key] = kernel
+    return kernel
+
+
+def array_type(dtype):
+    """The Numba type of a flat C-contiguous device array of numpy ``dtype``."""
+    from numba import from_dtype, types
+
+    return types.Array(from_dtype(np.dtype(dtype)), 1, "C")
+
+
+def int_type():
+    from numba import types
+
+    return types.int64
+
+
+def float_type():
+    from numba import types
+
+    return types.float64
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A kernel and the argument types it is launched with (what the PTX check compiles)."""
+
+    kernel: Kernel
+    argtypes: tuple
+
+    def __call__(self, blocks: int, threads: int, *args) -> None:
+        self.kernel.compiled(self.argtypes)[blocks, threads](*args)
+
+    def key(self) -> tuple:
+        return (self.kernel.name, self.kernel.source, tuple(str(t) for t in self.argtypes))

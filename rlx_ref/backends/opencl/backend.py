@@ -1,0 +1,81 @@
+"""``opencl``: the backend object (device, availability, declared op table, compile)."""
+from __future__ import annotations
+
+from ...ir.dtype import DType
+from ...ir.graph import Graph
+from ..base import Backend
+
+
+class OpenCLBackend(Backend):
+    """Any OpenCL device: ``OpenCLBackend(device="P:D" | vendor | None)``.
+
+    The declared op table depends on the device: f64 only with cl_khr_fp64."""
+
+    name = "opencl"
+    fork_safe = False         # OpenCL runtimes start threads: workers are spawned
+
+    def __init__(self, device: str | None = None):
+        self.spec = device
+        self._dev = None
+        self._why = ""
+
+    def _device(self):
+        if self._dev is None and not self._why:
+            try:
+                from .devices import context_for
+
+                self._dev = context_for(self.spec)
+            except ImportError as e:
+                self._why = f"pyopencl is not installed ({e}); pip install 'pyopencl[pocl]'"
+            except Exception as e:  # noqa: BLE001 - no platform, bad spec, driver error: say which
+                self._why = f"{type(e).__name__}: {e}"
+        return self._dev
+
+    def availability(self) -> tuple[bool, str]:
+        return (True, "") if self._device() is not None else (False, self._why)
+
+    @property
+    def device(self) -> str:
+        dev = self._device()
+        return dev[0].label if dev else f"opencl (unavailable: {self._why})"
+
+    @property
+    def emulated(self) -> bool:
+        """PoCL on a CPU stands in for GPU hardware: its results get their own column."""
+        dev = self._device()
+        return bool(dev and dev[0].is_cpu and "portable computing" in dev[0].platform.lower())
+
+    def _table(self):
+        from .lowering import TABLE
+
+        TABLE.load()
+        return TABLE
+
+    def supported_ops(self) -> dict:
+        dev = self._device()
+        fp64 = bool(dev and dev[0].fp64)
+        return {k: (v if fp64 else frozenset(d for d in v if d is not DType.F64))
+                for k, v in self._table().supported_ops().items()}
+
+    def paths(self) -> dict:
+        return self._table().paths()
+
+    def path_reasons(self) -> dict:
+        return self._table().path_reasons()
+
+    def compile(self, graph: Graph, options=None):
+        """Run the compile pipeline (fold, DCE, decompose, legalize, fuse), then plan."""
+        from ...passes import compile_pipeline
+        from .executable import OpenCLExecutable
+
+        info, context, queue = self._device() or self._unavailable()
+        lowered, report = compile_pipeline(graph, self, options)
+        exe = OpenCLExecutable(lowered, info, context, queue, options)
+        exe.dispatch_report = report
+        exe.source_graph = graph
+        return exe
+
+    def _unavailable(self):
+        from ..base import BackendUnavailable
+
+        raise BackendUnavailable(f"opencl: {self._why}")

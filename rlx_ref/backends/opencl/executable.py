@@ -1,0 +1,204 @@
+"""A compiled OpenCL graph: a plan of launches over device buffers on one in-order queue.
+
+Planning lowers every node (collecting kernel sources into one program), then allocates
+device buffers once, reusing a dead intermediate's buffer for the next node of the same
+dtype and shape, and binds every kernel's arguments. A run uploads each input once,
+enqueues every launch without waiting, reads back only the outputs, and then checks the
+plan's error word: a kernel that met a bad index or an integer division by zero wrote
+its node's code there, and the run fails naming that node.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ... import hotpaths
+from ...ir.graph import Graph
+from ...ir.shape import Dyn
+from ...ops.opdef import RefCtx, get
+from ...runtime.session import CompiledGraph
+from ..base import Executable
+from ..numba_cpu.executable import specialize
+from . import memory
+from .lowering import ERR_TEXT, LOWERINGS, LowerCtx
+from .program import ProgramBuilder
+
+
+class OpenCLRunError(RuntimeError):
+    """A node failed on the device; the message names it in text form."""
+
+
+class ErrorWord:
+    """The int32 every checking kernel of one executable writes a failure code into."""
+
+    def __init__(self, context, queue):
+        self.queue = queue
+        self.array = memory.upload(context, queue, np.zeros(1, np.int32))
+        self.nodes: list = []          # slot -> (graph, node)
+
+    def slot(self, graph, node) -> int:
+        """The error code base (slot * 8) of ``node``; kernels add the reason (1..7)."""
+        self.nodes.append((graph, node))
+        return len(self.nodes) * 8
+
+    def check(self) -> None:
+        """Raise naming the first failing node, if any kernel wrote a code (blocking)."""
+        code = int(self.array.get(self.queue)[0])
+        if code:
+            self.array.set(self.queue, np.zeros(1, np.int32), blocking=True)
+            graph, node = self.nodes[code // 8 - 1]
+            why = ERR_TEXT.get(code % 8, f"error code {code % 8}")
+            raise OpenCLRunError(f"at %{node.id} in @{graph.name}: {why}\n"
+                                 f"  while running: {node}")
+
+
+class Plan:
+    """Launchers over device buffers for one graph with static shapes."""
+
+    def __init__(self, graph: Graph, rt, options=None):
+        self.graph, self.rt = graph, rt
+        self.steps = []
+        self.const = {}
+        for node in graph.nodes:
+            if not node.shape.is_static:
+                raise OpenCLRunError(f"%{node.id} has dynamic shape {node.shape} after "
+                                     "binding")
+            if node.kind == "Constant":
+                host = np.ascontiguousarray(get("Constant").reference(
+                    RefCtx(node.attrs, node.shape)))
+                self.const[node.id] = memory.upload(rt.context, rt.queue, host)
+            elif node.kind not in ("Input", "Param"):
+                ctx = LowerCtx(node, graph, rt.device, rt.program, options, rt.errors,
+                               err_code=rt.errors.slot(graph, node),
+                               compile_body=lambda body: Plan(body, rt, options),
+                               queue=rt.queue)
+                ins = [graph.nodes[i].shape for i in node.inputs]
+                self.steps.append((node, LOWERINGS[node.kind].fn(node, ins, ctx)))
+        self.outputs = list(graph.outputs)
+        self.inputs = [n for n in graph.nodes if n.kind == "Input"]
+        self.params = [n for n in graph.nodes if n.kind == "Param"]
+        self._launchers = None
+
+    def finalize(self) -> None:
+        """Allocate buffers (liveness reuse) and bind every step (builds the program)."""
+        if self._launchers is not None:
+            return
+        rt, nodes = self.rt, self.graph.nodes
+        env = dict(self.const)
+        for n in self.inputs + self.params:
+            env[n.id] = memory.empty(rt.context, n.shape.dims, n.shape.dtype.np)
+        keep = set(self.outputs)
+        frees = hotpaths.core.last_uses(len(self.steps),
+                                        [tuple(n.inputs) for n, _ in self.steps], keep)
+        pool: dict = {}
+        owned = set()
+        launchers = []
+        for (node, step), dead in zip(self.steps, frees):
+            key = (node.shape.dtype, tuple(node.shape.dims))
+            free = pool.get(key) if node.id not in keep else None
+            out = free.pop() if free else memory.empty(rt.context, key[1], key[0].np)
+            env[node.id] = out
+            owned.add(node.id)
+            launchers.append((node, step.bind(out, *[env[i] for i in node.inputs])))
+            for v in dead:
+                if v in owned and v not in keep:
+                    nv = nodes[v]
+                    pool.setdefault((nv.shape.dtype, tuple(nv.shape.dims)), []).append(env[v])
+        self.env = env
+        self._launchers = launchers
+
+    def load(self, feeds: dict, params: dict) -> None:
+        """Upload inputs (by name) and params into their device buffers."""
+        q = self.rt.queue
+        for n in self.inputs:
+            self.env[n.id].set(q, feeds[n.attrs.name])
+        for n in self.params:
+            p = params[n.attrs.name]
+            if isinstance(p, memory.DevArray):
+                self.env[n.id].copy_from(q, p)
+            else:
+                self.env[n.id].set(q, p)
+
+    def enqueue(self) -> None:
+        """Enqueue every step; errors raised on the host name the node."""
+        for node, launch in self._launchers:
+            try:
+                launch()
+            except OpenCLRunError:
+                raise
+            except Exception as e:
+                raise OpenCLRunError(f"at %{node.id} in @{self.graph.name}: {e}\n"
+                                     f"  while running: {node}") from e
+
+    def run(self, feeds: dict, params: dict) -> list:
+        self.finalize()
+        self.load(feeds, params)
+        self.enqueue()
+        outs = [self.env[o].get(self.rt.queue) for o in self.outputs]
+        self.rt.errors.check()
+        return outs
+
+    # bodies of control flow: device arrays in, device arrays out
+    def run_device(self, args: list, params: dict | None = None) -> list:
+        """Copy ``args`` (DevArrays, one per Input in node order) in, run, and return the
+        output DevArrays (the plan's own buffers: valid until the next run)."""
+        self.finalize()
+        q = self.rt.queue
+        for n, a in zip(self.inputs, args):
+            self.env[n.id].copy_from(q, a)
+        for n in self.params:
+            self.env[n.id].copy_from(q, (params or {})[n.attrs.name])
+        self.enqueue()
+        return [self.env[o] for o in self.outputs]
+
+    def kernel_sources(self) -> dict:
+        return dict(self.rt.program.sources)
+
+
+class Runtime:
+    """What all plans of one executable share: device, context, queue, program, errors."""
+
+    def __init__(self, device, context, queue, build_options=()):
+        self.device, self.context, self.queue = device, context, queue
+        self.program = ProgramBuilder(context, device, build_options)
+        self.errors = ErrorWord(context, queue)
+
+
+class OpenCLExecutable(CompiledGraph, Executable):
+    """CompiledGraph I/O checks + a Plan per distinct binding of dynamic dims."""
+
+    _uses_interpreter = False
+
+    def __init__(self, graph: Graph, device_info, context, queue, options=None):
+        super().__init__(graph)
+        self.device = f"opencl:{device_info.index[0]}:{device_info.index[1]}"
+        self.device_info = device_info
+        self.options = options
+        self._rt_args = (device_info, context, queue)
+        self._plans: dict = {}
+        if not any(isinstance(d, Dyn) for n in graph.nodes for d in n.shape.dims):
+            self._plans[()] = self._new_plan(graph)
+
+    def _new_plan(self, graph: Graph) -> Plan:
+        plan = Plan(graph, Runtime(*self._rt_args), self.options)
+        plan.finalize()
+        return plan
+
+    def _plan(self, bindings: dict) -> Plan:
+        key = tuple(sorted(bindings.items()))
+        if key not in self._plans:
+            self._plans[key] = self._new_plan(specialize(self.graph, bindings))
+        return self._plans[key]
+
+    def _execute(self, inputs: dict, params: dict, bindings: dict) -> list:
+        return self._plan(bindings).run(inputs, params)
+
+    def kernel_sources(self) -> dict:
+        out = {}
+        for plan in self._plans.values():
+            out.update(plan.kernel_sources())
+        return out
+
+    def capabilities(self) -> dict:
+        caps = super().capabilities()
+        caps["gpu_handles"] = not self.device_info.is_cpu
+        return caps
