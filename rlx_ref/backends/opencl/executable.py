@@ -40,9 +40,18 @@ class ErrorWord:
         self.nodes.append((graph, node))
         return len(self.nodes) * 8
 
-    def check(self) -> None:
-        """Raise naming the first failing node, if any kernel wrote a code (blocking)."""
-        code = int(self.array.get(self.queue)[0])
+    def read_async(self) -> np.ndarray:
+        """Enqueue a read of the word; valid after the queue's next finish."""
+        import pyopencl as cl
+
+        host = np.zeros(1, np.int32)
+        cl.enqueue_copy(self.queue, host, self.array.buf, is_blocking=False)
+        return host
+
+    def check(self, host: np.ndarray | None = None) -> None:
+        """Raise naming the failing node if a kernel wrote a code (``host``: a finished
+        ``read_async``; without it, a blocking read)."""
+        code = int((self.array.get(self.queue) if host is None else host)[0])
         if code:
             self.array.set(self.queue, np.zeros(1, np.int32), blocking=True)
             graph, node = self.nodes[code // 8 - 1]
@@ -77,6 +86,7 @@ class Plan:
         self.inputs = [n for n in graph.nodes if n.kind == "Input"]
         self.params = [n for n in graph.nodes if n.kind == "Param"]
         self._launchers = None
+        self._param_generation = None
 
     def finalize(self) -> None:
         """Allocate buffers (liveness reuse) and bind every step (builds the program)."""
@@ -106,11 +116,15 @@ class Plan:
         self.env = env
         self._launchers = launchers
 
-    def load(self, feeds: dict, params: dict) -> None:
-        """Upload inputs (by name) and params into their device buffers."""
+    def load(self, feeds: dict, params: dict, generation=None) -> None:
+        """Upload inputs (by name), and params unless this plan already holds
+        ``generation`` of them (set_param bumps it: params cross the bus once)."""
         q = self.rt.queue
         for n in self.inputs:
             self.env[n.id].set(q, feeds[n.attrs.name])
+        if generation is not None and generation == self._param_generation:
+            return
+        self._param_generation = generation
         for n in self.params:
             p = params[n.attrs.name]
             if isinstance(p, memory.DevArray):
@@ -129,12 +143,23 @@ class Plan:
                 raise OpenCLRunError(f"at %{node.id} in @{self.graph.name}: {e}\n"
                                      f"  while running: {node}") from e
 
-    def run(self, feeds: dict, params: dict) -> list:
+    def run(self, feeds: dict, params: dict, generation=None) -> list:
         self.finalize()
-        self.load(feeds, params)
+        self.load(feeds, params, generation)
         self.enqueue()
-        outs = [self.env[o].get(self.rt.queue) for o in self.outputs]
-        self.rt.errors.check()
+        import pyopencl as cl
+
+        q = self.rt.queue
+        outs = []
+        for o in self.outputs:          # every read-back and the error word: one finish
+            arr = self.env[o]
+            host = np.empty(arr.shape, arr.dtype)
+            if arr.size:
+                cl.enqueue_copy(q, host, arr.buf, is_blocking=False)
+            outs.append(host)
+        err = self.rt.errors.read_async()
+        q.finish()
+        self.rt.errors.check(err)
         return outs
 
     # bodies of control flow: device arrays in, device arrays out
@@ -175,6 +200,7 @@ class OpenCLExecutable(CompiledGraph, Executable):
         self.options = options
         self._rt_args = (device_info, context, queue)
         self._plans: dict = {}
+        self._param_generation = 0
         if not any(isinstance(d, Dyn) for n in graph.nodes for d in n.shape.dims):
             self._plans[()] = self._new_plan(graph)
 
@@ -189,8 +215,22 @@ class OpenCLExecutable(CompiledGraph, Executable):
             self._plans[key] = self._new_plan(specialize(self.graph, bindings))
         return self._plans[key]
 
+    def set_param(self, name: str, data) -> None:
+        super().set_param(name, data)
+        self._param_generation += 1
+
     def _execute(self, inputs: dict, params: dict, bindings: dict) -> list:
-        return self._plan(bindings).run(inputs, params)
+        return self._plan(bindings).run(inputs, params, self._param_generation)
+
+    def rerun(self) -> None:
+        """Run again on the inputs already on the device and wait (no transfers): what a
+        benchmark of device time measures. Needs one ``run`` first."""
+        if len(self._plans) != 1 or next(iter(self._plans.values()))._launchers is None:
+            raise RuntimeError("rerun() needs exactly one earlier run() to repeat")
+        plan = next(iter(self._plans.values()))
+        plan.enqueue()
+        plan.rt.queue.finish()
+        plan.rt.errors.check()
 
     def kernel_sources(self) -> dict:
         out = {}
