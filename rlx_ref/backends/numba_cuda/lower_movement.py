@@ -11,6 +11,7 @@ the output with the inverse map. Reshape is a plain copy.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 
 import numpy as np
@@ -111,7 +112,7 @@ def _concat(node, ins, ctx) -> Step:
     order = np.argsort(where, kind="stable")    # element -> output position
     offsets = np.cumsum([0] + [s.numel for s in ins])
     launch = scatter_launch(node.shape.dtype)
-    positions = [DeviceConst(order[a:b]) for a, b in zip(offsets[:-1], offsets[1:])]
+    positions = [DeviceConst(order[a:b]) for a, b in itertools.pairwise(offsets)]
     sizes = [s.numel for s in ins]
 
     def run(out, *xs):

@@ -3,7 +3,8 @@
 On a GPU, ``math.exp(1000.0)`` is inf and ``math.log(-1.0)`` NaN (libdevice, IEEE). The
 simulator runs kernels as Python, where the same calls raise OverflowError/ValueError.
 These twins give the IEEE answers as numpy scalars (IEEE arithmetic too), so a kernel
-behaves the same on both. Integer-valued functions (trunc, floor, ceil) keep Python's int results, as Numba's CUDA target does.
+behaves the same on both. Integer-valued functions (trunc, floor, ceil) keep Python's
+int results, as Numba's CUDA target does.
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ isnan, isinf, isfinite = _m.isnan, _m.isinf, _m.isfinite
 
 
 def erf(x):
-    return _np.float64(_m.erf(float(x)))        # defined on the whole line (±1 at ±inf, NaN at NaN)
+    return _np.float64(_m.erf(float(x)))        # ±1 at ±inf, NaN at NaN
 
 
 def ldexp(x, i):
