@@ -112,3 +112,31 @@ class Backend:
                 "declared": {k: (v if v == ALL else sorted(str(d) for d in v))
                              for k, v in sorted(table.items())},
                 "paths": dict(sorted(self.paths().items()))}
+
+
+class TableBackend(Backend):
+    """A kernel backend whose declarations come from its ``LoweringTable`` (``_table``)
+    and whose compile runs the compile pipeline before building an executable."""
+
+    def _table(self):
+        raise NotImplementedError
+
+    def supported_ops(self) -> dict:
+        return self._table().supported_ops()
+
+    def paths(self) -> dict:
+        return self._table().paths()
+
+    def path_reasons(self) -> dict:
+        return self._table().path_reasons()
+
+    def _compile_with(self, graph: Graph, options, make_executable) -> Executable:
+        """Fold, DCE, decompose, legalize and fuse ``graph``, then
+        ``make_executable(lowered graph)``; the result carries the dispatch report."""
+        from ..passes import compile_pipeline
+
+        lowered, report = compile_pipeline(graph, self, options)
+        exe = make_executable(lowered)
+        exe.dispatch_report = report
+        exe.source_graph = graph
+        return exe

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from ...ir.graph import Graph
-from ..base import Backend
+from ..base import TableBackend
 
 
-class NumbaCpuBackend(Backend):
+class NumbaCpuBackend(TableBackend):
     name = "numba-cpu"
     device = "CPU (Numba njit)"
 
@@ -21,22 +21,8 @@ class NumbaCpuBackend(Backend):
 
         return TABLE
 
-    def supported_ops(self) -> dict:
-        return self._table().supported_ops()
-
-    def paths(self) -> dict:
-        return self._table().paths()
-
-    def path_reasons(self) -> dict:
-        return self._table().path_reasons()
-
     def compile(self, graph: Graph, options=None):
         """Run the compile pipeline (fold, DCE, decompose, legalize, fuse), then plan."""
-        from ...passes import compile_pipeline
         from .executable import NumbaExecutable
 
-        lowered, report = compile_pipeline(graph, self, options)
-        exe = NumbaExecutable(lowered, options)
-        exe.dispatch_report = report
-        exe.source_graph = graph
-        return exe
+        return self._compile_with(graph, options, lambda g: NumbaExecutable(g, options))

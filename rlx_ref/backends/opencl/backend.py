@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from ...ir.dtype import DType
 from ...ir.graph import Graph
-from ..base import Backend
+from ..base import TableBackend
 
 
-class OpenCLBackend(Backend):
+class OpenCLBackend(TableBackend):
     """Any OpenCL device: ``OpenCLBackend(device="P:D" | vendor | None)``.
 
     The declared op table depends on the device: f64 only with cl_khr_fp64."""
@@ -57,23 +57,13 @@ class OpenCLBackend(Backend):
         return {k: (v if fp64 else frozenset(d for d in v if d is not DType.F64))
                 for k, v in self._table().supported_ops().items()}
 
-    def paths(self) -> dict:
-        return self._table().paths()
-
-    def path_reasons(self) -> dict:
-        return self._table().path_reasons()
-
     def compile(self, graph: Graph, options=None):
         """Run the compile pipeline (fold, DCE, decompose, legalize, fuse), then plan."""
-        from ...passes import compile_pipeline
         from .executable import OpenCLExecutable
 
         info, context, queue = self._device() or self._unavailable()
-        lowered, report = compile_pipeline(graph, self, options)
-        exe = OpenCLExecutable(lowered, info, context, queue, options)
-        exe.dispatch_report = report
-        exe.source_graph = graph
-        return exe
+        return self._compile_with(graph, options, lambda g: OpenCLExecutable(
+            g, info, context, queue, options))
 
     def _unavailable(self):
         from ..base import BackendUnavailable
