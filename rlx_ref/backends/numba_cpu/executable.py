@@ -14,33 +14,17 @@ from operator import itemgetter
 
 import numpy as np
 
-from ... import hotpaths
 from ...ir.graph import Graph
 from ...ir.shape import Dyn
 from ...ops.opdef import RefCtx, get
 from ...runtime.session import CompiledGraph
 from ..base import Executable
+from ..planning import assign_buffers, contiguous, specialize
 from .lowering import LOWERINGS, LowerCtx
-
-
-def contiguous(x) -> np.ndarray:
-    """``x`` as a C-contiguous array of the same shape (0-d stays 0-d, unlike numpy's)."""
-    x = np.asarray(x)
-    return x if x.flags.c_contiguous else np.ascontiguousarray(x).reshape(x.shape)
 
 
 class NumbaRunError(RuntimeError):
     """A step failed at run time; the message names the node in text form."""
-
-
-def specialize(graph: Graph, bindings: dict) -> Graph:
-    """A copy of ``graph`` with dynamic dims replaced by their bound sizes (bodies too)."""
-    if not bindings:
-        return graph
-    g = graph.copy()
-    for n in g.nodes:
-        n.shape = n.shape.bind(bindings)
-    return g
 
 
 class Plan:
@@ -71,23 +55,14 @@ class Plan:
         self.prepare()
 
     def _assign_buffers(self) -> None:
-        """Give every intermediate a buffer, reusing dead ones of the same dtype and shape."""
+        """Give every intermediate a buffer, reusing dead ones of the same dtype and shape;
+        outputs and steps that return their array get none."""
         keep = set(self.outputs)
-        step_inputs = [tuple(ins) for _, _, ins in self.steps]
-        frees = hotpaths.core.last_uses(len(self.steps), step_inputs, keep)
-        pool: dict = {}
-        self.buffer = {}
-        for (node, step, _), dead in zip(self.steps, frees):
-            if node.id not in keep and not step.returns:
-                key = (node.shape.dtype, node.shape.dims)
-                free = pool.get(key)
-                self.buffer[node.id] = free.pop() if free else np.empty(
-                    node.shape.dims, node.shape.dtype.np)
-            for v in dead:
-                if v in self.buffer:
-                    node_v = self.graph.nodes[v]
-                    pool.setdefault((node_v.shape.dtype, node_v.shape.dims), []).append(
-                        self.buffer[v])
+        returns = {node.id for node, step, _ in self.steps if step.returns}
+        self.buffer = assign_buffers(
+            self.graph, [node for node, _, _ in self.steps], keep,
+            lambda n: n.id not in keep and n.id not in returns,
+            lambda dt, dims: np.empty(dims, dt.np))
 
     def prepare(self) -> None:
         """Precompute the run loop: a list environment indexed by node id, with constants

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import hotpaths
 from ...ir.graph import Graph
 from ...ir.shape import Dyn
 from ...ops.opdef import RefCtx, get
 from ...runtime.session import CompiledGraph
 from ..base import Executable
-from ..numba_cpu.executable import specialize
+from ..planning import assign_buffers, specialize
 from . import memory
 from .lowering import ERR_TEXT, LOWERINGS, LowerCtx
 from .program import ProgramBuilder
@@ -97,22 +96,11 @@ class Plan:
         for n in self.inputs + self.params:
             env[n.id] = memory.empty(rt.context, n.shape.dims, n.shape.dtype.np)
         keep = set(self.outputs)
-        frees = hotpaths.core.last_uses(len(self.steps),
-                                        [tuple(n.inputs) for n, _ in self.steps], keep)
-        pool: dict = {}
-        owned = set()
-        launchers = []
-        for (node, step), dead in zip(self.steps, frees):
-            key = (node.shape.dtype, tuple(node.shape.dims))
-            free = pool.get(key) if node.id not in keep else None
-            out = free.pop() if free else memory.empty(rt.context, key[1], key[0].np)
-            env[node.id] = out
-            owned.add(node.id)
-            launchers.append((node, step.bind(out, *[env[i] for i in node.inputs])))
-            for v in dead:
-                if v in owned and v not in keep:
-                    nv = nodes[v]
-                    pool.setdefault((nv.shape.dtype, tuple(nv.shape.dims)), []).append(env[v])
+        nodes_run = [n for n, _ in self.steps]
+        env.update(assign_buffers(self.graph, nodes_run, keep, lambda n: True,
+                                  lambda dt, dims: memory.empty(rt.context, dims, dt.np)))
+        launchers = [(node, step.bind(env[node.id], *[env[i] for i in node.inputs]))
+                     for node, step in self.steps]
         self.env = env
         self._launchers = launchers
 
