@@ -21,7 +21,6 @@ _WHY = {
     "DenseSolve": "LU with pivoting is sequential per matrix; small systems run on the host",
     "BatchedDenseSolve": "LU with pivoting is sequential per matrix; small systems run on "
                          "the host",
-    "TopK": "no CUDA selection kernel yet (a per-row bitonic sort is the plan)",
 }
 DEFAULT_WHY = "no CUDA kernel yet; the registry reference runs on the host between copies"
 
