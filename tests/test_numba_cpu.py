@@ -50,6 +50,23 @@ def test_outputs_are_fresh_arrays_each_run():
     assert a[1] is not b[1]
 
 
+def test_a_dropped_output_is_written_again_and_a_held_one_never():
+    g = rlx_ref.Graph("o")
+    x = g.input("x", [4])
+    g.set_outputs([g.neg(x)])
+    exe = NB.compile(g)
+    first = exe.run({"x": np.ones(4, np.float32)})[0]
+    address = first.ctypes.data
+    del first                                   # the caller let go: its memory is reused
+    again = exe.run({"x": np.full(4, 2, np.float32)})[0]
+    assert again.ctypes.data == address and again.tolist() == [-2] * 4
+    view = again[1:]                            # a view keeps the array alive and intact
+    del again
+    later = exe.run({"x": np.full(4, 3, np.float32)})[0]
+    assert not np.shares_memory(view, later)
+    assert view.tolist() == [-2] * 3 and later.tolist() == [-3] * 4
+
+
 def test_intermediates_reuse_buffers_by_liveness():
     g = rlx_ref.Graph("chain")
     x = g.input("x", [64])

@@ -152,3 +152,41 @@ def test_a_short_feature_vector_names_the_node():
     exe = NB.compile(g)
     with pytest.raises(Exception, match=r"at %2 in @ln: LayerNorm operand `gamma` has 3 "):
         exe.run({"x": np.ones((2, 4), np.float32), "g": np.ones(3, np.float32)})
+
+
+def test_f32_exp_is_within_about_one_ulp_and_flushes_below_the_normal_range():
+    from rlx_ref.backends.numba_cpu._vmath import VMATH
+    from rlx_ref.backends.numba_cpu.kernels import compile_kernel
+
+    k = compile_kernel("vexpf_map", VMATH + '''
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
+def vexpf_map(out, x):
+    for i in range(x.size):
+        out[i] = _vexpf(x[i])
+
+
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
+def vexpf_le0_map(out, x):
+    for i in range(x.size):
+        out[i] = _vexpf_le0(x[i])
+''')
+    edges = np.float32([-87.33654, -87.33655, 88.72283, 88.72284, 0, -0.0, 1e-30])
+    payload_nans = np.uint32([0x7FC00155, 0xFFC001FF, 0x7F800001]).view(np.float32)
+    x = np.concatenate([np.linspace(-104, 89, 200_001, dtype=np.float32), edges,
+                        np.float32([np.inf, -np.inf, np.nan]), payload_nans])
+    got = np.empty_like(x)
+    k.fn(got, x)
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = np.exp(x.astype(np.float64))
+        want32 = want.astype(np.float32)
+    normal = np.isfinite(want32) & (want32 >= np.finfo(np.float32).tiny)
+    ulps = np.abs(got[normal] - want[normal]) / np.spacing(want32[normal])
+    assert ulps.max() < 1.1
+    low = np.isfinite(x) & ~normal & (want < 1)
+    assert low.any() and np.all(got[low] == 0)           # below 2^-126: flushed to +0
+    assert np.array_equal(np.isinf(got), np.isinf(want32))
+    assert np.array_equal(np.isnan(got), np.isnan(x))
+    le0 = np.empty_like(x)
+    k.get("vexpf_le0_map")(le0, x)                       # the x <= 0 variant agrees
+    nonpos = x <= 0
+    assert np.array_equal(le0[nonpos], got[nonpos]) and np.all(le0[np.isnan(x)] == 0)

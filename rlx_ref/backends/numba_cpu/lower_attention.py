@@ -206,7 +206,7 @@ def lower_attention(node, ins, ctx) -> Step:
     items = g.batch * g.heads * -(-g.s_q // tile)
     work_units = g.batch * g.heads * g.s_q * max(g.s_k, 1) * (g.d + g.dv)
     f32 = gdt is np.float32
-    exp_row = _EXP_ROW.format(exp="_vexpf" if f32 else "_vexp",
+    exp_row = _EXP_ROW.format(exp="_vexpf_le0" if f32 else "_vexp",
                               ct="np.float32" if f32 else "np.float64")
     kernel = compile_kernel("attention", VMATH + exp_row + _ATTN_SRC)
     par = work_units >= PAR_MIN
