@@ -1,0 +1,220 @@
+"""C building blocks shared by the reduction and normalization kernels.
+
+Every kernel of these families sees its input as ``[outer, K, inner]`` (K the reduced,
+scanned or normalized extent) and is rendered from a template whose dtype-specific parts
+are macros defined just above it and undefined just after it, so kernels of different
+dtypes live side by side in one program. Loads convert to the compute type (float for
+f32/f16/bf16, double for f64, long or ulong for integers); stores round once into the
+output dtype. CPU devices get a contiguous run per work-item with 8-wide vector
+accumulators; GPUs get one work-group per row and a tree in local memory.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+
+from ...ir.dtype import DType, int_range
+from .launch import bind_nd, round_up
+from .lowering import C_TYPE
+
+VEC = 8                    # lanes of the CPU kernels' vector accumulators
+FLOATS = (DType.F32, DType.F64, DType.F16, DType.BF16)
+INTS = (DType.I8, DType.I16, DType.I32, DType.I64, DType.U8, DType.U32)
+BUFFER = {**C_TYPE, DType.F16: "half", DType.BF16: "ushort"}
+
+
+def compute_type(dt: DType, unsigned: bool = False) -> str:
+    """The C type values of ``dt`` are computed in (``unsigned``: wrapping integer math)."""
+    if dt is DType.F64:
+        return "double"
+    if dt.is_float:
+        return "float"
+    return "ulong" if unsigned else "long"
+
+
+def load(dt: DType, ptr: str, idx: str, ct: str) -> str:
+    """A scalar load of ``ptr[idx]`` as a ``ct`` value."""
+    if dt is DType.F16:
+        v = f"vload_half({idx}, {ptr})"
+    elif dt is DType.BF16:
+        v = f"rlx_bf16_load({ptr}[{idx}])"
+    else:
+        v = f"{ptr}[{idx}]"
+    return f"(({ct})({v}))"
+
+
+def load_vec(dt: DType, ptr: str, idx: str, ct: str) -> str:
+    """An 8-wide load of ``ptr[idx .. idx+8)`` as a ``ct``8 vector."""
+    if dt is DType.F16:     # PoCL miscompiles vload_half8 at offsets not a multiple of 8
+        parts = ", ".join(f"vload_half({idx} + {j}, {ptr})" for j in range(VEC))
+        v, have = f"((float8)({parts}))", "float"
+    elif dt is DType.BF16:
+        v, have = f"as_float8(convert_uint8(vload8(0, {ptr} + {idx})) << 16)", "float"
+    else:
+        v, have = f"vload8(0, {ptr} + {idx})", C_TYPE[dt]
+    return v if have == ct else f"convert_{ct}8({v})"
+
+
+def store(dt: DType, ptr: str, idx: str, val: str) -> str:
+    """A statement storing ``val`` into ``ptr[idx]``, rounded once to ``dt``."""
+    if dt is DType.F16:
+        return f"vstore_half_rte((float)({val}), {idx}, {ptr})"
+    if dt is DType.BF16:
+        return f"{ptr}[{idx}] = rlx_bf16_bits(rlx_rnd_bf16((float)({val})))"
+    return f"{ptr}[{idx}] = ({C_TYPE[dt]})({val})"
+
+
+def store_vec(dt: DType, ptr: str, idx: str, val: str) -> str:
+    """A statement storing the 8-vector ``val`` (float or double lanes) at ``ptr[idx]``."""
+    if dt is DType.F16:     # lane by lane, as the loads
+        stores = " ".join(f"vstore_half_rte(h_.s{j}, {idx} + {j}, {ptr});" for j in range(VEC))
+        return f"{{ float8 h_ = convert_float8({val}); {stores} }}"
+    if dt is DType.BF16:        # nearest bfloat16, ties to even; NaN kept as is
+        return (f"{{ uint8 u_ = as_uint8(convert_float8({val})); "
+                f"uint8 r_ = u_ + (uint8)0x7fffu + ((u_ >> 16) & (uint8)1u); "
+                f"r_ = select(r_, u_, (u_ & (uint8)0x7fffffffu) > (uint8)0x7f800000u); "
+                f"vstore8(convert_ushort8(r_ >> 16), 0, {ptr} + {idx}); }}")
+    return f"vstore8(convert_{C_TYPE[dt]}8({val}), 0, {ptr} + {idx})"
+
+
+def lowest(dt: DType) -> str:
+    """The identity of a running max in C: -inf, or the dtype's smallest integer."""
+    return "(-INFINITY)" if dt.is_float else _int_literal(int_range(dt)[0])
+
+
+def highest(dt: DType) -> str:
+    return "INFINITY" if dt.is_float else _int_literal(int_range(dt)[1])
+
+
+def _int_literal(v: int) -> str:
+    if v == -(2 ** 63):
+        return "(-9223372036854775807L - 1L)"
+    return f"({v}L)"
+
+
+def lanes(expr: str, fold) -> list[str]:
+    """``fold(lane)`` for each component ``.s0`` .. ``.s7`` of the vector ``expr``."""
+    return [fold(f"{expr}.s{j}") for j in range(VEC)]
+
+
+# clang notes that 8-wide double/long vectors passed to builtins change the AVX ABI;
+# nothing crosses a compilation unit here, so the note is noise
+_QUIET = '#ifdef __clang__\n#pragma clang diagnostic ignored "-Wpsabi"\n#endif\n'
+
+
+# quotient and remainder without ``%``: a ``/`` and ``%`` pair on one work-item id becomes
+# an LLVM ``freeze`` that Oclgrind's checks cannot run
+_DIVMOD = "long q = (t) / (n), r = (t) - q * (n)"
+
+
+def render(prefix: str, defs: dict, body: str) -> tuple[str, str]:
+    """(name, source): ``body`` (``KNAME`` for its name) between ``defs``' #define/#undef."""
+    defs = {**defs, "DIVMOD(t, n, q, r)": _DIVMOD}
+    head = _QUIET + "".join(f"#define {k} {v}\n" for k, v in defs.items())
+    tail = "".join(f"#undef {k.split('(')[0]}\n" for k in defs)
+    key = hashlib.sha256((head + body).encode()).hexdigest()[:12]
+    name = f"{prefix}_{key}"
+    return name, head + body.replace("KNAME", name) + tail
+
+
+def wg_size(device, want: int = 256) -> int:
+    """The work-group size of the tree kernels: a power of two the device accepts."""
+    top = max(1, min(want, device.max_work_group))
+    return 1 << (top.bit_length() - 1)
+
+
+def gpu_style(device) -> bool:
+    """Whether to render work-group trees (GPUs) rather than runs per work-item (CPUs)."""
+    # Oclgrind counts as a GPU: it is there to check the work-group kernels real GPUs run
+    # (barriers, local-memory races); PoCL runs the CPU ones, whose 8-wide vectors its
+    # uninitialized-value checker cannot follow
+    return not device.is_cpu or "oclgrind" in device.platform.lower()
+
+
+def cpu_local(device, n: int) -> int:
+    """Work-items per group of the CPU kernels that give each work-item a run."""
+    # PoCL runs a group as one loop: single-item groups spread few rows over the cores
+    return 1 if n < 64 * max(device.compute_units, 1) else 4
+
+
+def item_local(device, n: int) -> int:
+    """Work-group size of the kernels that give each work-item its own line or row."""
+    return min(64, wg_size(device)) if gpu_style(device) else cpu_local(device, n)
+
+
+def launcher(ref, queue, n_items: int, local: int, args: list):
+    """Bind ``ref`` over ``n_items`` work-items (rounded up to ``local``)."""
+    return bind_nd(ref, queue, (round_up(n_items, local),), (local,), args)
+
+
+def split3(dims, lo: int, hi: int) -> tuple[int, int, int]:
+    """(outer, K, inner) for the axes ``lo..hi-1`` of ``dims`` (a contiguous range)."""
+    dims = [int(d) for d in dims]
+    return math.prod(dims[:lo]), math.prod(dims[lo:hi]), math.prod(dims[hi:])
+
+
+def reduce_layout(dims, axes) -> tuple[tuple[int, int, int] | None, list]:
+    """``((outer, K, inner), [])``, or ``(None, runs)`` when the reduced axes are apart."""
+    # Size-1 axes are dropped and neighbours that are both reduced or both kept merged.
+    # One reduced run left (none: K = 1) reads in place as [outer, K, inner]; otherwise
+    # the merged runs (size, stride, reduced), outermost first, feed the strided kernel.
+    dims = [int(d) for d in dims]
+    red = set(axes)
+    strides, acc = [], 1
+    for d in reversed(dims):
+        strides.append(acc)
+        acc *= d
+    strides.reverse()
+    runs: list[list] = []
+    for i, d in enumerate(dims):
+        if d == 1:
+            continue
+        if runs and runs[-1][2] == (i in red):      # C order: neighbours merge
+            runs[-1][0] *= d
+            runs[-1][1] = strides[i]
+        else:
+            runs.append([d, strides[i], i in red])
+    flags = [r[2] for r in runs]
+    if True not in flags:
+        return (math.prod(dims), 1, 1), []
+    if flags.count(True) == 1:
+        j = flags.index(True)
+        return (math.prod(r[0] for r in runs[:j]), runs[j][0],
+                math.prod(r[0] for r in runs[j + 1:])), []
+    return None, [tuple(r) for r in runs]
+
+
+def kernel(ctx, named: tuple[str, str]):
+    """The handle of a ``(name, source)`` pair in the node's program."""
+    name, src = named
+    return ctx.kernel(src, name)
+
+
+def sequence(launchers: list, keep: tuple = ()):
+    """One launcher running ``launchers`` in order, holding the ``keep`` buffers alive."""
+    # a kernel argument does not keep its buffer from being released: scratch buffers
+    # live as long as the launcher that uses them
+    def launch():
+        for f in launchers:
+            f()
+    launch.keep = keep
+    return launch
+
+
+def unroll(text: str, nv: int) -> str:
+    """Repeat each line holding ``@j`` (vector j) or ``@o`` (its offset 8·j) ``nv`` times."""
+    # blocks of 8·nv columns in nv named vectors: private arrays of vectors are not kept
+    # in registers by every compiler (PoCL's ran 3x slower)
+    out = []
+    for line in text.split("\n"):
+        if "@j" in line or "@o" in line:
+            out += [line.replace("@j", str(j)).replace("@o", str(VEC * j)) for j in range(nv)]
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+def block_vectors(ct: str) -> int:
+    """Vectors per column block of the CPU column kernels (accumulators of type ``ct``)."""
+    # 64 columns of 4-byte accumulators, 32 of 8-byte ones: what 16 AVX registers hold
+    return 8 if ct in ("float", "int", "uint") else 4

@@ -1,0 +1,211 @@
+"""OpenCL C of the normalizations: LayerNorm, RmsNorm, GroupNorm, LayerNorm2d, BatchNorm.
+
+Statistics are two-pass (the mean, then Σ(x - mean)², which stays accurate where
+E[x²] - E[x]² cancels) in the compute type: double when any operand is f64, else float.
+RmsNorm is the same kernel with the mean fixed at 0. ``rows_*`` normalize contiguous
+blocks of ``Cg·S`` elements (a LayerNorm row over the last axis: Cg = C, S = 1; a
+GroupNorm group: C/groups channels × S spatial positions), the affine channel of element
+e of block r being ``(r % G)·Cg + e / S``; the CPU kernel runs a block per work-item with
+8-wide vectors (the block stays in cache between passes), the GPU one a block per
+work-group with trees in local memory. ``cols`` normalizes one line of ``[outer, C,
+inner]`` per work-item (LayerNorm on another axis, LayerNorm2d) and ``cols_cpu`` blocks of
+32 lines in vectors; ``batchnorm`` is one element per work-item, channels on the last axis.
+"""
+from __future__ import annotations
+
+from ...ir.dtype import DType
+from ._reduce_c import (
+    BUFFER,
+    VEC,
+    lanes,
+    load,
+    load_vec,
+    render,
+    store,
+    store_vec,
+    unroll,
+)
+
+
+def norm_defs(dts: list, rms: bool = False) -> dict:
+    """Macros for x (``dts[0]``, also the output) and its per-feature operands."""
+    ct = "double" if DType.F64 in dts else "float"
+    defs = {"CT": ct, "CTV": f"{ct}8", "RMS": str(int(rms)), "XT": BUFFER[dts[0]],
+            "STO(i, v)": store(dts[0], "out", "(i)", "(v)"),
+            "STOV(i, v)": store_vec(dts[0], "out", "(i)", "(v)")}
+    for name, dt in zip("xgbmv", dts):
+        up = name.upper()
+        defs[f"{up}T"] = BUFFER[dt]
+        defs[f"LD{up}(i)"] = load(dt, name, "(i)", ct)
+        defs[f"LD{up}V(i)"] = load_vec(dt, name, "(i)", ct)
+    return defs
+
+
+_SUM_LANES = "\n".join(lanes("s0", lambda c: f"    s += {c};"))
+
+_ROWS_CPU = """
+__kernel void KNAME(__global XT* out, __global const XT* x, __global const GT* g,
+                    __global const BT* b, const long rows, const long G, const long Cg,
+                    const long S, const CT eps) {
+    long r = get_global_id(0);
+    if (r >= rows) return;
+    long L = Cg * S, lo = r * L, i;
+    CT mean = 0, s = 0;
+    CTV s0, s1;
+#if !RMS
+    s0 = (CTV)0; s1 = s0;
+    for (i = 0; i + 16 <= L; i += 16) { s0 += LDXV(lo + i); s1 += LDXV(lo + i + 8); }
+    s0 += s1;
+SUMLANES
+    for (; i < L; i++) s += LDX(lo + i);
+    mean = s / (CT)L;
+    s = 0;
+#endif
+    s0 = (CTV)0; s1 = s0;
+    for (i = 0; i + 16 <= L; i += 16) {
+        CTV d0 = LDXV(lo + i) - mean, d1 = LDXV(lo + i + 8) - mean;
+        s0 += d0 * d0; s1 += d1 * d1;
+    }
+    s0 += s1;
+SUMLANES
+    for (; i < L; i++) { CT d = LDX(lo + i) - mean; s += d * d; }
+    CT rstd = (CT)1 / sqrt(s / (CT)L + eps);
+    long c0 = (r % G) * Cg;
+    if (S == 1) {
+        for (i = 0; i + 8 <= L; i += 8)
+            STOV(lo + i, (LDXV(lo + i) - mean) * rstd * LDGV(c0 + i) + LDBV(c0 + i));
+        for (; i < L; i++) STO(lo + i, (LDX(lo + i) - mean) * rstd * LDG(c0 + i) + LDB(c0 + i));
+        return;
+    }
+    for (long c = 0; c < Cg; c++) {
+        CT sc = rstd * LDG(c0 + c), sh = LDB(c0 + c);
+        long base = lo + c * S;
+        for (i = 0; i + 8 <= S; i += 8) STOV(base + i, (LDXV(base + i) - mean) * sc + sh);
+        for (; i < S; i++) STO(base + i, (LDX(base + i) - mean) * sc + sh);
+    }
+}
+""".replace("SUMLANES", _SUM_LANES)
+
+_ROWS_GPU = """
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void KNAME(__global XT* out, __global const XT* x, __global const GT* g,
+           __global const BT* b, const long rows, const long G, const long Cg,
+           const long S, const CT eps) {
+    __local CT sh[WG];
+    long r = get_group_id(0);
+    int l = get_local_id(0);
+    long L = Cg * S, lo = r * L;
+    CT mean = 0, s = 0;
+#if !RMS
+    for (long i = l; i < L; i += WG) s += LDX(lo + i);
+    sh[l] = s;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int w = WG / 2; w > 0; w >>= 1) {
+        if (l < w) sh[l] += sh[l + w];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    mean = sh[0] / (CT)L;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    s = 0;
+#endif
+    for (long i = l; i < L; i += WG) { CT d = LDX(lo + i) - mean; s += d * d; }
+    sh[l] = s;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int w = WG / 2; w > 0; w >>= 1) {
+        if (l < w) sh[l] += sh[l + w];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    CT rstd = (CT)1 / sqrt(sh[0] / (CT)L + eps);
+    long c0 = (r % G) * Cg;
+    for (long i = l; i < L; i += WG) {
+        long c = c0 + i / S;
+        STO(lo + i, (LDX(lo + i) - mean) * rstd * LDG(c) + LDB(c));
+    }
+}
+"""
+
+_LINE = """
+inline void LINE(__global XT* out, __global const XT* x, __global const GT* g,
+                 __global const BT* b, const long C, const long inner, const long base,
+                 const CT eps) {
+    CT mean = 0, s = 0;
+#if !RMS
+    for (long c = 0; c < C; c++) s += LDX(base + c * inner);
+    mean = s / (CT)C;
+    s = 0;
+#endif
+    for (long c = 0; c < C; c++) { CT d = LDX(base + c * inner) - mean; s += d * d; }
+    CT rstd = (CT)1 / sqrt(s / (CT)C + eps);
+    for (long c = 0; c < C; c++)
+        STO(base + c * inner, (LDX(base + c * inner) - mean) * rstd * LDG(c) + LDB(c));
+}
+"""
+
+_COLS = """
+__kernel void KNAME(__global XT* out, __global const XT* x, __global const GT* g,
+                    __global const BT* b, const long outer, const long C, const long inner,
+                    const CT eps) {
+    long t = get_global_id(0);
+    if (t >= outer * inner) return;
+    DIVMOD(t, inner, o, i);
+    LINE(out, x, g, b, C, inner, o * C * inner + i, eps);
+}
+"""
+
+_COLS_CPU = """
+__kernel void KNAME(__global XT* out, __global const XT* x, __global const GT* g,
+                    __global const BT* b, const long outer, const long C, const long inner,
+                    const CT eps) {
+    long nb = (inner + CB - 1) / CB;
+    long t = get_global_id(0);
+    if (t >= outer * nb) return;
+    DIVMOD(t, nb, o, blk);
+    long row = o * C * inner, base = row + blk * CB;
+    if (blk * CB + CB > inner) {       /* the last, partial block: line by line */
+        for (long i = base; i < row + inner; i++) LINE(out, x, g, b, C, inner, i, eps);
+        return;
+    }
+    CTV mean@j = (CTV)0;
+#if !RMS
+    for (long p = base; p < base + C * inner; p += inner) mean@j += LDXV(p + @o);
+    mean@j /= (CT)C;
+#endif
+    CTV q@j = (CTV)0;
+    for (long p = base; p < base + C * inner; p += inner) {
+        CTV d@j = LDXV(p + @o) - mean@j;
+        q@j += d@j * d@j;
+    }
+    CTV r@j = (CT)1 / sqrt(q@j / (CT)C + eps);
+    for (long c = 0; c < C; c++) {
+        long p = base + c * inner;
+        CT gc = LDG(c), bc = LDB(c);
+        STOV(p + @o, (LDXV(p + @o) - mean@j) * r@j * gc + bc);
+    }
+}
+"""
+
+_BATCHNORM = """
+__kernel void KNAME(__global XT* out, __global const XT* x, __global const GT* g,
+                    __global const BT* b, __global const MT* m, __global const VT* v,
+                    const long n, const long C, const CT eps) {
+    long i = get_global_id(0);
+    if (i >= n) return;
+    long c = i % C;
+    STO(i, LDG(c) * (LDX(i) - LDM(c)) / sqrt(LDV(c) + eps) + LDB(c));
+}
+"""
+
+_TEMPLATES = {"rows_cpu": _ROWS_CPU, "rows_gpu": _ROWS_GPU, "cols": _COLS,
+              "cols_cpu": _COLS_CPU, "batchnorm": _BATCHNORM}
+COL_VECTORS = 4          # 32 columns per block: mean, q and the data fit the registers
+
+
+def source(kernel: str, defs: dict, wg: int = 0) -> tuple[str, str]:
+    """(name, source) of the normalization kernel ``kernel``."""
+    extra = {"WG": str(wg)} if kernel == "rows_gpu" else {}
+    text = _TEMPLATES[kernel]
+    if kernel.startswith("cols"):       # the line helper is named after its kernel
+        extra["CB"] = str(VEC * COL_VECTORS)
+        text = _LINE + unroll(text, COL_VECTORS)
+    name, src = render(f"norm_{kernel}", {**defs, **extra}, text)
+    return name, src.replace("LINE(", f"{name}_line(")
