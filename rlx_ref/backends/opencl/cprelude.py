@@ -35,7 +35,10 @@ inline T rlx_fmin_S(T a, T b) {
     if (a == (T)0 && b == (T)0) return -((-a) + (-b));
     return a < b ? a : b;
 }
-inline long rlx_f2l_S(T x) { return convert_long_sat_rtz(x); }
+inline long rlx_f2l_S(T x) {      /* the spec's NaN -> 0, spelled out: not every
+                                      implementation's saturating convert honours it */
+    return x != x ? 0L : convert_long_sat_rtz(x);
+}
 """
 
 _INT_HELPERS = """

@@ -86,7 +86,8 @@ def _cast(x: str, src: DType, to: DType) -> str:
         return _store(x, to)
     if src.is_float:
         lo, hi = int_range(to)
-        return f"({C_TYPE[to]})clamp(convert_long_sat_rtz({x}), {lo}L, {hi}L)"
+        sfx = "d" if src is DType.F64 else "f"
+        return f"({C_TYPE[to]})clamp(rlx_f2l_{sfx}({x}), {lo}L, {hi}L)"
     return f"({C_TYPE[to]})({x})"          # int/bool → int: two's-complement wrap
 
 

@@ -16,7 +16,7 @@ from ...ir.shape import Dyn
 from ...ops.opdef import RefCtx, get
 from ...runtime.session import CompiledGraph
 from ..base import Executable
-from ..planning import assign_buffers, specialize
+from ..planning import assign_buffers, contiguous, specialize
 from . import memory
 from .lowering import ERR_TEXT, LOWERINGS, LowerCtx
 from .program import ProgramBuilder
@@ -71,7 +71,7 @@ class Plan:
                 raise OpenCLRunError(f"%{node.id} has dynamic shape {node.shape} after "
                                      "binding")
             if node.kind == "Constant":
-                host = np.ascontiguousarray(get("Constant").reference(
+                host = contiguous(get("Constant").reference(
                     RefCtx(node.attrs, node.shape)))
                 self.const[node.id] = memory.upload(rt.context, rt.queue, host)
             elif node.kind not in ("Input", "Param"):
