@@ -58,8 +58,18 @@ def compile_kernel(name: str, body: str) -> Kernel:
     key = (name, digest)
     if key in _LOADED:
         return _LOADED[key]
-    mod_name = f"rlx_ref_k_{name}_{digest}"
-    path = cache_dir() / f"{mod_name}.py"
+    module = load_source_module(f"rlx_ref_k_{name}_{digest}", source, cache_dir(),
+                                f"{name}_{digest}.py")
+    kernel = Kernel(name, source, module)
+    _LOADED[key] = kernel
+    return kernel
+
+
+def load_source_module(mod_name: str, source: str, directory: Path, dump_name: str):
+    """Import ``source`` as module ``mod_name`` from a file in ``directory`` (written once,
+    atomically, so Numba's on-disk cache has a real file); ``RLX_REF_DUMP_KERNELS=DIR``
+    also copies it to ``DIR/dump_name``."""
+    path = directory / f"{mod_name}.py"
     if not path.exists() or path.read_text() != source:
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(source)
@@ -67,11 +77,9 @@ def compile_kernel(name: str, body: str) -> Kernel:
     dump = os.environ.get("RLX_REF_DUMP_KERNELS")
     if dump:
         Path(dump).mkdir(parents=True, exist_ok=True)
-        (Path(dump) / f"{name}_{digest}.py").write_text(source)
+        (Path(dump) / dump_name).write_text(source)
     spec = importlib.util.spec_from_file_location(mod_name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[mod_name] = module
     spec.loader.exec_module(module)
-    kernel = Kernel(name, source, module)
-    _LOADED[key] = kernel
-    return kernel
+    return module

@@ -11,14 +11,14 @@ capability without a GPU, covers precisely what runs.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from ..numba_cpu.kernels import load_source_module
 
 # ``math`` is the simulator's IEEE twin under NUMBA_ENABLE_CUDASIM (see sim_math)
 HEADER = ("import numpy as np\nfrom numba import cuda\n"
@@ -69,20 +69,8 @@ def compile_kernel(name: str, body: str) -> Kernel:
     key = (name, digest)
     if key in _LOADED:
         return _LOADED[key]
-    mod_name = f"rlx_ref_cuda_{name}_{digest}"
-    path = cache_dir() / f"{mod_name}.py"
-    if not path.exists() or path.read_text() != source:
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(source)
-        os.replace(tmp, path)                # atomic: concurrent processes never see half
-    dump = os.environ.get("RLX_REF_DUMP_KERNELS")
-    if dump:
-        Path(dump).mkdir(parents=True, exist_ok=True)
-        (Path(dump) / f"cuda_{name}_{digest}.py").write_text(source)
-    spec = importlib.util.spec_from_file_location(mod_name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[mod_name] = module
-    spec.loader.exec_module(module)
+    module = load_source_module(f"rlx_ref_cuda_{name}_{digest}", source, cache_dir(),
+                                f"cuda_{name}_{digest}.py")
     kernel = Kernel(name, source, module)
     _LOADED[key] = kernel
     return kernel
