@@ -22,7 +22,7 @@ def chain_steps(node) -> list:
     return [(node.kind, node.attrs, [("Input", i) for i in range(arity)])]
 
 
-def read_mode(shape: tuple, out: tuple, region_attrs, i: int) -> tuple:
+def read_mode(shape: tuple, out: tuple, region_attrs=None, i: int = 0) -> tuple:
     """How input i of shape ``shape`` is read for output ``out``: (mode, strides or None);
     a region's own per-input flags (scalar mask, modulus) decide for region inputs."""
     size, n = math.prod(shape), math.prod(out)

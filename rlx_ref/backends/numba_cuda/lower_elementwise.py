@@ -11,39 +11,14 @@ import math
 import numpy as np
 
 from ...ir.dtype import DType
-from ...ops.region import step_op, walk_chain
+from ...ops.region import walk_chain
+from ..codegen.chain import chain_steps, read_mode
 from .device import DeviceConst, device_dtype, launch_shape
 from .ew_render import render
 from .kernels import Launch, array_type, compile_kernel, int_type
 from .lowering import ALL_REAL, SIXTEEN_NOTE, Step, lowers
 
 _INT_CHECKED = ("Div", "Mod", "Pow")
-
-
-def _steps(node) -> list:
-    if node.kind == "ElementwiseRegion":
-        return [step_op(s) for s in node.attrs.chain]
-    return [(node.kind, node.attrs, [("Input", i) for i in range(len(node.inputs))])]
-
-
-def read_mode(shape: tuple, out: tuple, region_attrs=None, i: int = 0) -> tuple:
-    """How input ``i`` of an output of dims ``out`` is read: (mode, strides or None)."""
-    size, n = math.prod(shape), math.prod(out)
-    if region_attrs is not None:
-        if region_attrs.scalar_input_mask >> i & 1:
-            return "scalar", None
-        return ("mod", None) if region_attrs.input_modulus[i] else ("full", None)
-    if size == n and tuple(shape) == tuple(out) or size == n == 1:
-        return "full", None
-    if size == 1:
-        return "scalar", None
-    core = tuple(shape)
-    while core and core[0] == 1:
-        core = core[1:]
-    if core and core == tuple(out[len(out) - len(core):]):
-        return "mod", None
-    view = np.broadcast_to(np.empty(shape, np.int8), out)
-    return "strided", np.array(view.strides, np.int64)      # int8: strides in elements
 
 
 def chain_launch(steps, in_dtypes, step_dtypes, modes):
@@ -76,7 +51,7 @@ def cast_launch(src: DType, dst: DType):
 
 
 def lower_chain(node, ins, ctx) -> Step:
-    steps = _steps(node)
+    steps = chain_steps(node)
     region = node.attrs if node.kind == "ElementwiseRegion" else None
     in_dts = [s.dtype for s in ins]
     step_dts = walk_chain(list(node.attrs.chain), in_dts) if region else [node.shape.dtype]
