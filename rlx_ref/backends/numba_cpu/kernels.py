@@ -17,15 +17,16 @@ from pathlib import Path
 HEADER = "import math\nimport numpy as np\nfrom numba import njit, prange\n\n"
 
 
-def cache_dir() -> Path:
-    """``RLX_REF_CACHE_DIR`` or ``~/.cache/rlx_ref`` (a temp dir if home is read-only)."""
+def cache_dir(sub: str = "numba_cpu") -> Path:
+    """``RLX_REF_CACHE_DIR/sub`` or ``~/.cache/rlx_ref/sub`` (a temp dir if home is
+    read-only)."""
     root = os.environ.get("RLX_REF_CACHE_DIR")
     base = Path(root) if root else Path(os.path.expanduser("~")) / ".cache" / "rlx_ref"
-    path = base / "numba_cpu"
+    path = base / sub
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError:
-        path = Path(tempfile.gettempdir()) / "rlx_ref_numba_cpu"
+        path = Path(tempfile.gettempdir()) / f"rlx_ref_{sub}"
         path.mkdir(parents=True, exist_ok=True)
     return path
 

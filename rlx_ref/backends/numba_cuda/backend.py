@@ -8,10 +8,10 @@ same kernels run in numba's CUDA simulator: the backend is then available everyw
 from __future__ import annotations
 
 from ...ir.graph import Graph
-from ..base import Backend
+from ..base import TableBackend
 
 
-class NumbaCudaBackend(Backend):
+class NumbaCudaBackend(TableBackend):
     name = "cuda"
 
     def __init__(self, device=None):
@@ -65,15 +65,6 @@ class NumbaCudaBackend(Backend):
 
         return TABLE
 
-    def supported_ops(self) -> dict:
-        return self._table().supported_ops()
-
-    def paths(self) -> dict:
-        return self._table().paths()
-
-    def path_reasons(self) -> dict:
-        return self._table().path_reasons()
-
     def gpu(self):
         """The Device (selected on first use)."""
         if self._gpu is None:
@@ -84,14 +75,10 @@ class NumbaCudaBackend(Backend):
 
     def compile(self, graph: Graph, options=None):
         """Run the compile pipeline (fold, DCE, decompose, legalize, fuse), then plan."""
-        from ...passes import compile_pipeline
         from .executable import CudaExecutable
 
-        lowered, report = compile_pipeline(graph, self, options)
-        exe = CudaExecutable(lowered, self.gpu(), options, self.name)
-        exe.dispatch_report = report
-        exe.source_graph = graph
-        return exe
+        return self._compile_with(graph, options,
+                                  lambda g: CudaExecutable(g, self.gpu(), options, self.name))
 
     def ptx_check(self, graph: Graph, cc=(9, 0), options=None) -> dict:
         """Compile every kernel ``graph`` would launch to PTX for ``cc``; no GPU needed.

@@ -19,6 +19,7 @@ from ...ir.shape import Dyn
 from ...ops.opdef import RefCtx, get
 from ...runtime.session import CompiledGraph
 from ..base import Executable
+from ..planning import specialize
 from .device import ERR_CLEAR, copy_device
 from .ew_render import ERROR_TEXT
 from .lowering import LOWERINGS, ErrorWord, LowerCtx, load_families
@@ -28,16 +29,6 @@ _LEAVES = ("Input", "Param", "Constant")
 
 class CudaRunError(RuntimeError):
     """A step or kernel failed at run time; the message names the node in text form."""
-
-
-def specialize(graph: Graph, bindings: dict) -> Graph:
-    """A copy of ``graph`` with dynamic dims replaced by their bound sizes."""
-    if not bindings:
-        return graph
-    g = graph.copy()
-    for n in g.nodes:
-        n.shape = n.shape.bind(bindings)
-    return g
 
 
 def lower_graph(graph: Graph, options, err: ErrorWord, compile_body) -> list:

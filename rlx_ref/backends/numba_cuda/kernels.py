@@ -11,13 +11,12 @@ capability without a GPU, covers precisely what runs.
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ..numba_cpu.kernels import cache_dir as cpu_cache_dir
 from ..numba_cpu.kernels import load_source_module
 
 # ``math`` is the simulator's IEEE twin under NUMBA_ENABLE_CUDASIM (see sim_math)
@@ -27,15 +26,7 @@ HEADER = ("import numpy as np\nfrom numba import cuda\n"
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("RLX_REF_CACHE_DIR")
-    base = Path(root) if root else Path(os.path.expanduser("~")) / ".cache" / "rlx_ref"
-    path = base / "numba_cuda"
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        path = Path(tempfile.gettempdir()) / "rlx_ref_numba_cuda"
-        path.mkdir(parents=True, exist_ok=True)
-    return path
+    return cpu_cache_dir("numba_cuda")
 
 
 class Kernel:
