@@ -21,6 +21,7 @@ def matmul(n):
     feeds = {"a": r.standard_normal((n, n), F32), "b": r.standard_normal((n, n), F32)}
     return g, feeds, {"numpy": lambda f: f["a"] @ f["b"],
                       "torch": lambda t, f: t.matmul(f["a"], f["b"]),
+                      "jax": lambda j, f: f["a"] @ f["b"],
                       "onnx": ("MatMul", ["a", "b"], {})}
 
 
@@ -37,6 +38,7 @@ def gelu_chain(n):
     return g, feeds, {"numpy": np_gelu,
                       "torch": lambda t, f: t.nn.functional.gelu(f["x"] * f["w"] + f["b"],
                                                                  approximate="tanh"),
+                      "jax": lambda j, f: j.nn.gelu(f["x"] * f["w"] + f["b"], approximate=True),
                       "onnx": ("GeluChain", ["x", "w", "b"], {})}
 
 
@@ -50,6 +52,7 @@ def softmax(n):
         e = np.exp(f["x"] - f["x"].max(-1, keepdims=True))
         return e / e.sum(-1, keepdims=True)
     return g, feeds, {"numpy": np_softmax, "torch": lambda t, f: t.softmax(f["x"], -1),
+                      "jax": lambda j, f: j.nn.softmax(f["x"], -1),
                       "onnx": ("Softmax", ["x"], {"axis": -1})}
 
 
@@ -68,6 +71,8 @@ def layernorm(rows, cols):
     return g, feeds, {"numpy": np_ln,
                       "torch": lambda t, f: t.nn.functional.layer_norm(
                           f["x"], (cols,), f["gamma"], f["beta"], 1e-5),
+                      "jax": lambda j, f: j.nn.standardize(f["x"], -1, epsilon=1e-5)
+                      * f["gamma"] + f["beta"],
                       "onnx": ("LayerNormalization", ["x", "gamma", "beta"],
                                {"axis": -1, "epsilon": 1e-5})}
 
@@ -78,6 +83,7 @@ def total_sum(n):
     g.set_outputs([g.sum(x, [0])])
     feeds = {"x": _rng().standard_normal(n, F32)}
     return g, feeds, {"numpy": lambda f: f["x"].sum(), "torch": lambda t, f: f["x"].sum(),
+                      "jax": lambda j, f: f["x"].sum(),
                       "onnx": ("ReduceSum", ["x"], {"keepdims": 0})}
 
 
@@ -97,7 +103,10 @@ def attention(s, causal):
         return (e / e.sum(-1, keepdims=True)) @ f["v"]
     return g, feeds, {"numpy": np_att,
                       "torch": lambda t, f: t.nn.functional.scaled_dot_product_attention(
-                          f["q"], f["k"], f["v"], is_causal=causal)}
+                          f["q"], f["k"], f["v"], is_causal=causal),
+                      # jax's layout is (batch, seq, heads, dim)
+                      "jax": lambda j, f: j.nn.dot_product_attention(
+                          *(f[n].transpose(0, 2, 1, 3) for n in "qkv"), is_causal=causal)}
 
 
 def conv2d(n, c, hw, co):
@@ -108,7 +117,9 @@ def conv2d(n, c, hw, co):
     feeds = {"x": r.standard_normal((n, c, hw, hw), F32),
              "w": r.standard_normal((co, c, 3, 3), F32) * F32(0.05)}
     return g, feeds, {"torch": lambda t, f: t.nn.functional.conv2d(f["x"], f["w"], padding=1),
-                      "onnx": ("Conv", ["x", "w"], {"pads": [1, 1, 1, 1]})}
+                      "onnx": ("Conv", ["x", "w"], {"pads": [1, 1, 1, 1]}),
+                      "jax": lambda j, f: j.lax.conv_general_dilated(
+                          f["x"], f["w"], (1, 1), ((1, 1), (1, 1)))}
 
 
 def gather(rows, cols, n_idx):
@@ -120,6 +131,7 @@ def gather(rows, cols, n_idx):
              "idx": r.integers(0, rows, n_idx).astype(np.int64)}
     return g, feeds, {"numpy": lambda f: f["table"][f["idx"]],
                       "torch": lambda t, f: t.nn.functional.embedding(f["idx"], f["table"]),
+                      "jax": lambda j, f: j.numpy.take(f["table"], f["idx"], axis=0),
                       "onnx": ("Gather", ["table", "idx"], {"axis": 0})}
 
 
@@ -129,7 +141,8 @@ def cumsum(n):
     g.set_outputs([g.op("Cumsum", [x], axis=-1, exclusive=False)])
     feeds = {"x": _rng().standard_normal((n, n), F32)}
     return g, feeds, {"numpy": lambda f: np.cumsum(f["x"], -1),
-                      "torch": lambda t, f: t.cumsum(f["x"], -1)}
+                      "torch": lambda t, f: t.cumsum(f["x"], -1),
+                      "jax": lambda j, f: j.numpy.cumsum(f["x"], -1)}
 
 
 def rnn_scan(steps, h):
@@ -151,7 +164,11 @@ def rnn_scan(steps, h):
         for t in range(steps):
             hh = np.tanh(hh @ f["w"] + f["xs"][t])
         return hh
-    return g, feeds, {"numpy": np_rnn}
+    def jax_rnn(j, f):
+        def cell(hh, x_t):
+            return j.numpy.tanh(hh @ f["w"] + x_t), None
+        return j.lax.scan(cell, f["h0"], f["xs"])[0]
+    return g, feeds, {"numpy": np_rnn, "jax": jax_rnn}
 
 
 def tiny_graph(n_nodes):
@@ -168,7 +185,12 @@ def tiny_graph(n_nodes):
         for i in range(n_nodes):
             y = y + f["x"] if i % 2 else np.maximum(y, 0)
         return y
-    return g, feeds, {"numpy": np_tiny}
+    def jax_tiny(j, f):
+        y = f["x"]
+        for i in range(n_nodes):
+            y = y + f["x"] if i % 2 else j.numpy.maximum(y, 0)
+        return y
+    return g, feeds, {"numpy": np_tiny, "jax": jax_tiny}
 
 
 def op_list(quick: bool):
