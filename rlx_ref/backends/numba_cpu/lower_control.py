@@ -3,7 +3,9 @@
 Each body is compiled once, when the node is lowered, into a SubPlan (its own kernels and
 planned buffers); the step drives it from the host: If picks a branch, While and Scan
 loop over the compiled body with the state held in numpy arrays (no re-planning per
-iteration). A body's outputs are fresh arrays on every run, so the
+iteration). A Scan whose body's steps all declare a ``JitCall`` runs instead as one
+generated njit loop (``loop_driver.py``: no Python per iteration; note "compiled loop").
+A body's outputs are fresh arrays on every run, so the
 steps return them as the node's value; an operand that would be returned unchanged (zero
 trips) is copied, because the caller's buffer may be reused by a later node.
 """
@@ -15,6 +17,7 @@ import numpy as np
 
 from ...ir.dtype import DType
 from ...ops.opdef import RefCtx, get
+from .loop_driver import scan_driver
 from .lowering import Step, lowers
 
 Source = namedtuple("Source", "name source")      # a body's kernel, for kernel_sources()
@@ -77,6 +80,13 @@ def _scan(node, ins, ctx):
         keep = [t * length // a.num_checkpoints for t in range(a.num_checkpoints)]
     row_of = {t: r for r, t in enumerate(keep)}
     dims, dtype = tuple(node.shape.dims), node.shape.dtype.np
+    drive = scan_driver(body, length, nb) if length else None
+    if drive is not None:
+        rows = np.full(length, -1, np.int64)
+        if a.save_trajectory:
+            rows[keep] = np.arange(len(keep))
+        carry_dims = tuple(a.body.nodes[a.body.outputs[0]].shape.dims)
+        no_traj = np.empty((0, *carry_dims), dtype)
 
     def run(init, *rest):
         bcasts, xs = list(rest[:nb]), rest[nb:]
@@ -84,6 +94,17 @@ def _scan(node, ins, ctx):
             if x.shape[0] != length:
                 raise ValueError(f"Scan xs #{i} has {x.shape[0]} rows, expected length "
                                  f"{length}")
+        if drive is not None:
+            traj = np.empty(dims, dtype) if a.save_trajectory else no_traj
+            try:
+                carry = drive(init, bcasts, xs, traj, rows)
+            except Exception:
+                host_loop(init, bcasts, xs)     # the host loop's error names the body node
+                raise
+            return traj if a.save_trajectory else carry
+        return host_loop(init, bcasts, xs)
+
+    def host_loop(init, bcasts, xs):
         traj = np.empty(dims, dtype) if a.save_trajectory else None
         args = [init, *bcasts, *xs]             # slot 0: the carry; then bcasts, rows
         carry, rows = init, range(1 + nb, len(args))
@@ -97,7 +118,10 @@ def _scan(node, ins, ctx):
         if traj is not None:
             return traj
         return carry if length else init.copy()
-    return Step(run, kernels, returns=True, note="host loop")
+    if drive is None:
+        return Step(run, kernels, returns=True, note="host loop")
+    return Step(run, kernels + [Source(drive.kernel.name, drive.kernel.source)], returns=True,
+                note="compiled loop")
 
 
 @lowers("CustomFn", ANY, reason=BODY_NOTE)

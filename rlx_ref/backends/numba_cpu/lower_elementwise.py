@@ -15,7 +15,7 @@ from ...ops.region import walk_chain
 from ..codegen.chain import chain_steps, read_mode
 from .ew_codegen import PARALLEL_MIN, render
 from .kernels import compile_kernel
-from .lowering import KERNEL_DTYPES, Step, lowers
+from .lowering import KERNEL_DTYPES, JitCall, Step, lowers
 
 SIXTEEN = (DType.F16, DType.BF16)
 EW_DTYPES = KERNEL_DTYPES + SIXTEEN
@@ -54,7 +54,9 @@ def lower_chain(node, ins, ctx) -> Step:
     convert_out = out_dt in SIXTEEN
     fix_fma = node.kind == "Fma" and node.shape.dtype is DType.F64
     if not (prologue or fix_fma or convert_out or any(convert_in) or "strided" in modes):
-        return Step(_plain_run(fn, dims, len(ins)), [kernel])
+        flat = tuple(f"{{{i}}}.reshape(-1)" for i in range(len(ins)))
+        return Step(_plain_run(fn, dims, len(ins)), [kernel],
+                    jit=JitCall(fn, ("{out}.reshape(-1)", *flat), (dims,)))
     # per input: (index, repeat for the prologue, convert to f32, element strides or None)
     plan = [(i, prologue and i == region.prologue_input, convert_in[i],
              strides[i] if modes[i] == "strided" else None) for i in range(len(ins))]

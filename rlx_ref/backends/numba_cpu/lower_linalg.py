@@ -27,7 +27,7 @@ import numpy as np
 from ...ir.dtype import DType
 from ...ops.opdef import OpError
 from .kernels import compile_kernel
-from .lowering import Step, lowers
+from .lowering import JitCall, Step, lowers
 
 SIXTEEN = (DType.F16, DType.BF16)
 FLOATS = (DType.F32, DType.F64) + SIXTEEN
@@ -158,26 +158,33 @@ def matmul_kernel():
     return _MM_KERNEL[0]
 
 
+def mm_call(kind: str, bo: int, m: int, k: int, n: int):
+    """(kernel, trailing arguments, uses BLAS) for ``o3[i] = a3[ia[i]] @ b3[ib[i]]`` with
+    ``o3`` of shape [bo, m, n], K = ``k`` > 0 and dtype kind ``kind``."""
+    kern = matmul_kernel()
+    macs = bo * m * n * k
+    if kind == "f" and macs // bo >= BLAS_MIN:
+        par = macs >= BLAS_PAR_MIN
+        # one block per thread: a single-threaded GEMM is most efficient whole (measured:
+        # 8 blocks of 512³ took 2.0 ms, 2 blocks 1.6 ms, numpy's 2-thread sgemm 1.6 ms)
+        rows = max(32, -(-m * bo // numba_threads())) if par else m
+        fn = kern.get("mm_blas_par") if par and rows < m * bo else kern.fn
+        return fn, (min(rows, m),), True
+    return kern.get("mm_loop_par" if macs >= PAR_MIN else "mm_loop"), (), False
+
+
 def batched_matmul(a3, b3, o3, ia, ib) -> None:
     """``o3[i] = a3[ia[i]] @ b3[ib[i]]`` with the kernel the sizes and dtype call for."""
-    kern = matmul_kernel()
     if o3.size == 0:
         return
     if a3.shape[2] == 0:
         o3[...] = 0
         return
-    macs = o3.size * a3.shape[2]
-    if o3.dtype.kind == "f" and macs // o3.shape[0] >= BLAS_MIN:
-        m, par = o3.shape[1], macs >= BLAS_PAR_MIN
-        # one block per thread: a single-threaded GEMM is most efficient whole (measured:
-        # 8 blocks of 512³ took 2.0 ms, 2 blocks 1.6 ms, numpy's 2-thread sgemm 1.6 ms)
-        rows = max(32, -(-m * o3.shape[0] // numba_threads())) if par else m
-        fn = kern.get("mm_blas_par") if par and rows < m * o3.shape[0] else kern.fn
-        blas_serial(fn, a3, b3, o3, ia, ib, min(rows, m))
-    elif macs >= PAR_MIN:
-        kern.get("mm_loop_par")(a3, b3, o3, ia, ib)
+    fn, extra, blas = mm_call(o3.dtype.kind, *o3.shape[:2], a3.shape[2], o3.shape[2])
+    if blas:
+        blas_serial(fn, a3, b3, o3, ia, ib, *extra)
     else:
-        kern.get("mm_loop")(a3, b3, o3, ia, ib)
+        fn(a3, b3, o3, ia, ib)
 
 
 def _batch_maps(a_batch: tuple, b_batch: tuple, out_batch: tuple):
@@ -202,7 +209,13 @@ def lower_matmul(node, ins, ctx) -> Step:
         o = out if tmp is None else tmp
         batched_matmul(a3, b3, o.reshape(bo, m, n), ia, ib)
         finish(out, tmp)
-    return Step(run, [kernel])
+    jit = None
+    if node.shape.dtype not in SIXTEEN and all(d not in SIXTEEN for d in
+                                               (ins[0].dtype, ins[1].dtype)) and bo * m * n * k:
+        fn, extra, _ = mm_call(node.shape.dtype.np.kind, bo, m, k, n)
+        jit = JitCall(fn, (f"{{0}}.reshape(({ba}, {m}, {k}))", f"{{1}}.reshape(({bb}, {k}, {n}))",
+                           f"{{out}}.reshape(({bo}, {m}, {n}))"), (ia, ib, *extra))
+    return Step(run, [kernel], jit=jit)
 
 
 @lowers("DotGeneral", FLOATS + (DType.I32,),

@@ -39,18 +39,36 @@ def lowers(kind: str, dtypes=KERNEL_DTYPES, path: str = "native", reason: str = 
     return TABLE.lowers(kind, dtypes, path, reason)
 
 
+@dataclass(frozen=True)
+class JitCall:
+    """How compiled code (a loop driver, ``loop_driver.py``) runs a step without Python.
+
+    The call is ``fn(<args>, <consts>)``: ``fn`` an ``njit`` function, ``args`` source
+    templates over ``{out}`` (the node's output) and ``{0}``, ``{1}``, ... (its operands),
+    all C-contiguous arrays of the node's static shapes; ``consts`` values fixed at
+    lowering (passed as arguments). Only steps whose host ``fn`` does exactly this (no
+    conversion, copy or check left on the host) declare one.
+    """
+
+    fn: Callable
+    args: tuple
+    consts: tuple = ()
+
+
 @dataclass
 class Step:
     """Run ``fn(out, *inputs)``; ``kernels`` are the compiled kernels it uses (for sources).
 
     ``fn`` writes the output buffer in place. When ``returns`` is True it instead returns
-    the output array (host steps whose size is only known at run time).
+    the output array (host steps whose size is only known at run time). ``jit``, when set,
+    is the same work as one call from compiled code.
     """
 
     fn: Callable
     kernels: list = field(default_factory=list)
     returns: bool = False
     note: str = ""
+    jit: JitCall | None = None
 
 
 @dataclass

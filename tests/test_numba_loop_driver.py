@@ -1,0 +1,115 @@
+"""Numba CPU loop drivers: a Scan whose body's steps all run from compiled code is one
+generated njit loop; it must give the host loop's bits, its trajectories and its errors."""
+import numpy as np
+import pytest
+
+import rlx_ref
+from rlx_ref.interpret import interpret
+from rlx_ref.ir.dtype import DType
+from rlx_ref.ir.shape import Shape
+from rlx_ref.ops._control_bodies import add, binary, constant, make_body
+from rlx_ref.ops.control import ScanAttrs
+from rlx_ref.ops.opdef import get
+from rlx_ref.ops.single import single_op_graph
+
+pytest.importorskip("numba")
+from rlx_ref.backends.numba_cpu import lower_control  # noqa: E402
+from rlx_ref.backends.registry import get_backend  # noqa: E402
+
+NB = get_backend("numba-cpu")
+F = np.float32
+
+
+def _rnn(steps, h, traj=False, checkpoints=0):
+    body = rlx_ref.Graph("cell")
+    hc, w, xt = body.input("h", [1, h]), body.input("w", [h, h]), body.input("x_t", [1, h])
+    body.set_outputs([body.tanh(body.add(body.matmul(hc, w), xt))])
+    g = rlx_ref.Graph("rnn")
+    h0, w_in, xs = g.input("h0", [1, h]), g.input("w", [h, h]), g.input("xs", [steps, 1, h])
+    rows = (checkpoints or steps) if traj else None
+    shape = Shape([rows, 1, h] if traj else [1, h], DType.F32)
+    g.set_outputs([g.op("Scan", [h0, w_in, xs],
+                        ScanAttrs(body, steps, traj, 1, 1, checkpoints), shape=shape)])
+    r = np.random.default_rng(3)
+    feeds = {"h0": r.standard_normal((1, h)).astype(F),
+             "w": (r.standard_normal((h, h)) * 0.1).astype(F),
+             "xs": r.standard_normal((steps, 1, h)).astype(F)}
+    return g, feeds
+
+
+def _scan_note(exe):
+    (plan,) = exe._plans.values()
+    return next(step.note for node, step, _ in plan.steps if node.kind == "Scan")
+
+
+def _host_only(monkeypatch):
+    monkeypatch.setattr(lower_control, "scan_driver", lambda *a: None)
+
+
+@pytest.mark.parametrize("traj,checkpoints", [(False, 0), (True, 0), (True, 3)])
+def test_compiled_scan_matches_the_host_loop_bit_for_bit(monkeypatch, traj, checkpoints):
+    g, feeds = _rnn(7, 24, traj, checkpoints)
+    exe = NB.compile(g)
+    got = exe.run(feeds)[0]
+    assert _scan_note(exe) == "compiled loop"
+    assert any(name.startswith("scan_loop") for name in exe.kernel_sources())
+    _host_only(monkeypatch)
+    host = NB.compile(g)
+    assert _scan_note(host) == "host loop"
+    want = host.run(feeds)[0]
+    assert got.shape == want.shape and got.tobytes() == want.tobytes()
+    np.testing.assert_allclose(got, interpret(g, feeds)[0], rtol=1e-5, atol=1e-6)
+    # a second run starts again from the inputs (no carry left over in the buffers)
+    assert exe.run(feeds)[0].tobytes() == want.tobytes()
+
+
+def test_scalar_carry_over_rows_of_a_vector():
+    s0 = Shape([], DType.F32)
+    body = make_body("acc", [s0, s0], lambda b, c, t: binary(b, "Mul", binary(b, "Add", c, t),
+                                                             constant(b, 0.5)))
+    g = single_op_graph("Scan", get("Scan").attrs(body, 6, True, 0, 1, 0),
+                                          (F(1), np.arange(6, dtype=F)), None)
+    feeds = {"x0": F(1), "x1": np.arange(6, dtype=F)}
+    exe = NB.compile(g)
+    got = exe.run(feeds)[0]
+    assert _scan_note(exe) == "compiled loop"
+    assert got.shape == (6,) and np.array_equal(got, interpret(g, feeds)[0])
+
+
+def test_integer_division_by_zero_in_a_compiled_body_names_the_body_node():
+    i32 = Shape([3], DType.I32)
+    body = make_body("divide", [i32, i32], lambda b, c, t: binary(b, "Div", c, t))
+    g = single_op_graph("Scan", get("Scan").attrs(body, 2, False, 0, 1, 0),
+                                          (np.ones(3, np.int32), np.ones((2, 3), np.int32)),
+                                          None)
+    exe = NB.compile(g)
+    assert _scan_note(exe) == "compiled loop"
+    ok = exe.run({"x0": np.full(3, 40, np.int32), "x1": np.full((2, 3), 2, np.int32)})[0]
+    assert ok.tolist() == [10, 10, 10]
+    with pytest.raises(RuntimeError, match=r"in @divide.*division by zero"):
+        exe.run({"x0": np.full(3, 40, np.int32), "x1": np.array([[1, 1, 1], [1, 0, 1]],
+                                                                np.int32)})
+
+
+def test_a_body_with_a_host_step_keeps_the_host_loop():
+    s3 = Shape([3], DType.F32)
+    body = make_body("pick", [s3, s3], lambda b, c, t: add(b, "Gather", get("Gather").attrs(0),
+                                                         c, t))
+    g = single_op_graph("Scan", get("Scan").attrs(body, 2, False, 0, 1, 0),
+                                          (np.zeros(3, F), np.zeros((2, 3), F)), None)
+    exe = NB.compile(g)
+    assert _scan_note(exe) == "host loop"
+    xs = np.array([[2, 1, 0], [0, 0, 2]], F)
+    feeds = {"x0": np.array([5, 6, 7], F), "x1": xs}
+    assert np.array_equal(exe.run(feeds)[0], interpret(g, feeds)[0])
+
+
+def test_a_body_returning_its_carry_keeps_the_host_loop():
+    s3 = Shape([3], DType.F32)
+    body = make_body("same", [s3], lambda b, c: c)
+    g = single_op_graph("Scan", get("Scan").attrs(body, 3, True, 0, 0, 0), (np.zeros(3, F),),
+                        None)
+    exe = NB.compile(g)
+    assert _scan_note(exe) == "host loop"
+    x = np.array([1, 2, 3], F)
+    assert np.array_equal(exe.run({"x0": x})[0], np.stack([x] * 3))
