@@ -4,7 +4,7 @@ Every entry is a template over operand names (``{x}``, ``{a}``, ``{b}``, ``{c}``
 evaluates one element. ``py`` is Numba-compiled Python, ``c`` is OpenCL/CUDA C. Float
 formulas run in the kernel's compute type (f64 for f32/f64 tensors: one rounding at the
 store); helpers such as ``_fmax`` come from the dialect's prelude (``PRELUDE``); ``_vexp``,
-``_vtanh`` and ``_sigmoid`` are branch-free so the Numba loop vectorizes (``_vmath``).
+``_vexpm1``, ``_vtanh`` and ``_sigmoid`` are branch-free so the Numba loop vectorizes (``_vmath``).
 Semantics must equal the registry references in ``rlx_ref/ops/elementwise.py``.
 """
 from __future__ import annotations
@@ -37,14 +37,14 @@ ACTIVATION = {
     "Ceil": {"py": "np.ceil({x})", "c": "ceil({x})"},
     "Sign": {"py": "_sign({x})", "c": "rlx_sign({x})"},
     "Softplus": {"py": "_softplus({x})", "c": "rlx_softplus({x})"},
-    "Elu": {"py": "{x} if {x} > 0.0 else math.expm1({x})",
+    "Elu": {"py": "{x} if {x} > 0.0 else _vexpm1({x})",
             "c": "({x} > 0.0 ? {x} : expm1({x}))"},
     "Erf": {"py": "math.erf({x})", "c": "erf({x})"},
     "HardSwish": {"py": "{x} * min(max({x} + 3.0, 0.0), 6.0) / 6.0",
                   "c": "{x} * fmin(fmax({x} + 3.0, 0.0), 6.0) / 6.0"},
     "HardSigmoid": {"py": "min(max({x} / 6.0 + 0.5, 0.0), 1.0)",
                     "c": "({x} != {x} ? {x} : fmin(fmax({x} / 6.0 + 0.5, 0.0), 1.0))"},
-    "Mish": {"py": "{x} * math.tanh(_softplus({x}))", "c": "{x} * rlx_tanh(rlx_softplus({x}))"},
+    "Mish": {"py": "{x} * _vtanh(_softplus({x}))", "c": "{x} * rlx_tanh(rlx_softplus({x}))"},
     "Softsign": {"py": "{x} / (1.0 + abs({x}))", "c": "{x} / (1.0 + fabs({x}))"},
     "LogSigmoid": {"py": "min({x}, 0.0) - math.log1p(math.exp(-abs({x})))",
                    "c": "fmin({x}, 0.0) - log1p(exp(-fabs({x})))"},

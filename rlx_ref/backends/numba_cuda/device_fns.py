@@ -58,6 +58,7 @@ __all__ = [
     '_softplus',
     '_sqrt',
     '_vexp',
+    '_vexpm1',
     '_vtanh',
     '_widen16',
 ]
@@ -101,6 +102,11 @@ def _div(a, b):
 @cuda.jit(**_DJ)
 def _vexp(x):
     return math.exp(x)
+
+
+@cuda.jit(**_DJ)
+def _vexpm1(x):
+    return math.expm1(x)
 
 
 @cuda.jit(**_DJ)
