@@ -37,9 +37,9 @@ def _rnn(steps, h, traj=False, checkpoints=0):
     return g, feeds
 
 
-def _scan_note(exe):
+def _scan_note(exe, kind="Scan"):
     (plan,) = exe._plans.values()
-    return next(step.note for node, step, _ in plan.steps if node.kind == "Scan")
+    return next(step.note for node, step, _ in plan.steps if node.kind == kind)
 
 
 def _host_only(monkeypatch):
@@ -104,12 +104,97 @@ def test_a_body_with_a_host_step_keeps_the_host_loop():
     assert np.array_equal(exe.run(feeds)[0], interpret(g, feeds)[0])
 
 
-def test_a_body_returning_its_carry_keeps_the_host_loop():
+def test_a_body_returning_its_carry_copies_it():
     s3 = Shape([3], DType.F32)
     body = make_body("same", [s3], lambda b, c: c)
     g = single_op_graph("Scan", get("Scan").attrs(body, 3, True, 0, 0, 0), (np.zeros(3, F),),
                         None)
     exe = NB.compile(g)
-    assert _scan_note(exe) == "host loop"
+    assert _scan_note(exe) == "compiled loop"
     x = np.array([1, 2, 3], F)
     assert np.array_equal(exe.run({"x0": x})[0], np.stack([x] * 3))
+
+
+# ── While ─────────────────────────────────────────────────────────────────
+
+I32, S4 = Shape([], DType.I32), Shape([4], DType.F32)
+
+
+def _while(cond_build, body_build, shapes, cap=None):
+    attrs = get("While").attrs(make_body("cond", shapes, cond_build),
+                               make_body("body", shapes, body_build), cap)
+    return single_op_graph("While", attrs, shapes, None)
+
+
+def _compiled_and_host(monkeypatch, g, feeds):
+    exe = NB.compile(g)
+    note = _scan_note(exe, "While")
+    got = exe.run(feeds)[0]
+    monkeypatch.setattr(lower_control, "while_driver", lambda *a: None)
+    want = NB.compile(g).run(feeds)[0]
+    monkeypatch.undo()
+    return note, got, want
+
+
+def _less_than(n):
+    return lambda b, i, x: add(b, "Compare", get("Compare").attrs("Lt"), i,
+                               constant(b, n, DType.I32))
+
+
+def _count_and_grow(b, i, x):
+    return [binary(b, "Add", i, constant(b, 1, DType.I32)),
+            binary(b, "Add", binary(b, "Mul", x, constant(b, 1.5)), constant(b, 1.0))]
+
+
+@pytest.mark.parametrize("cap", [None, 4])
+def test_compiled_while_matches_the_host_loop_and_the_oracle(monkeypatch, cap):
+    g = _while(_less_than(9), _count_and_grow, [I32, S4], cap)
+    feeds = {"x0": np.int32(2), "x1": np.arange(4, dtype=F)}
+    note, got, want = _compiled_and_host(monkeypatch, g, feeds)
+    assert note == "compiled loop"
+    assert got.tobytes() == want.tobytes() and got == (9 if cap is None else 6)
+    assert got == interpret(g, feeds)[0]
+
+
+def test_while_results_passed_through_or_swapped_are_copied(monkeypatch):
+    # body: (i, a, b) -> (i + 1, b, a): two results are other carried values
+    shapes = [I32, S4, S4]
+    g = _while(lambda b, i, x, y: add(b, "Compare", get("Compare").attrs("Lt"), i,
+                                      constant(b, 5, DType.I32)),
+               lambda b, i, x, y: [binary(b, "Add", i, constant(b, 1, DType.I32)), y, x],
+               shapes)
+    feeds = {"x0": np.int32(0), "x1": np.ones(4, F), "x2": np.zeros(4, F)}
+    note, got, want = _compiled_and_host(monkeypatch, g, feeds)
+    assert note == "compiled loop" and got == want == 5
+    # the value of the While is carried[0]; look at the swap through a second While whose
+    # first carried value is the swapped one
+    g2 = _while(lambda b, x, y, i: add(b, "Compare", get("Compare").attrs("Lt"), i,
+                                       constant(b, 3, DType.I32)),
+                lambda b, x, y, i: [y, x, binary(b, "Add", i, constant(b, 1, DType.I32))],
+                [S4, S4, I32])
+    feeds2 = {"x0": np.ones(4, F), "x1": np.zeros(4, F), "x2": np.int32(0)}
+    note, got, want = _compiled_and_host(monkeypatch, g2, feeds2)
+    assert note == "compiled loop" and got.tolist() == want.tolist() == [0, 0, 0, 0]
+
+
+def test_while_with_a_nan_predicate_runs_to_its_cap(monkeypatch):
+    s0 = Shape([], DType.F32)
+    g = _while(lambda b, x: x, lambda b, x: binary(b, "Add", x, x), [s0], cap=3)
+    feeds = {"x0": F(np.nan)}
+    note, got, want = _compiled_and_host(monkeypatch, g, feeds)
+    assert note == "compiled loop" and np.isnan(got) and np.isnan(want)
+    feeds = {"x0": F(0.0)}                          # zero: no step, the input comes back
+    assert NB.compile(g).run(feeds)[0] == 0.0
+    feeds = {"x0": F(1.0)}
+    assert NB.compile(g).run(feeds)[0] == 8.0
+
+
+def test_integer_division_by_zero_in_a_compiled_while_names_the_body_node():
+    g = _while(_less_than(3), lambda b, i, x: [binary(b, "Add", i, constant(b, 1, DType.I32)),
+                                                binary(b, "Div", x, x)],
+               [I32, Shape([2], DType.I32)])
+    exe = NB.compile(g)
+    assert _scan_note(exe, "While") == "compiled loop"
+    assert exe.run({"x0": np.int32(0), "x1": np.array([3, 4], np.int32)})[0] == 3
+    with pytest.raises(RuntimeError, match=r"in @body.*division by zero"):
+        exe.run({"x0": np.int32(0), "x1": np.array([3, 0], np.int32)})

@@ -3,7 +3,7 @@
 Each body is compiled once, when the node is lowered, into a SubPlan (its own kernels and
 planned buffers); the step drives it from the host: If picks a branch, While and Scan
 loop over the compiled body with the state held in numpy arrays (no re-planning per
-iteration). A Scan whose body's steps all declare a ``JitCall`` runs instead as one
+iteration). A Scan or While whose bodies' steps all declare a ``JitCall`` runs as one
 generated njit loop (``loop_driver.py``: no Python per iteration; note "compiled loop").
 A body's outputs are fresh arrays on every run, so the
 steps return them as the node's value; an operand that would be returned unchanged (zero
@@ -17,7 +17,7 @@ import numpy as np
 
 from ...ir.dtype import DType
 from ...ops.opdef import RefCtx, get
-from .loop_driver import scan_driver
+from .loop_driver import scan_driver, while_driver
 from .lowering import Step, lowers
 
 Source = namedtuple("Source", "name source")      # a body's kernel, for kernel_sources()
@@ -58,8 +58,18 @@ def _while(node, ins, ctx):
     (cond, k_cond), (body, k_body) = (compile_body(ctx, node.attrs.cond),
                                       compile_body(ctx, node.attrs.body))
     cap = node.attrs.max_iterations
+    drive = while_driver(cond, body, cap)
 
     def run(*carried):
+        if drive is None:
+            return host_loop(*carried)
+        try:
+            return drive(carried)
+        except Exception:
+            host_loop(*carried)                 # the host loop's error names the body node
+            raise
+
+    def host_loop(*carried):
         state, steps = list(carried), 0
         while cap is None or steps < cap:
             if not _truthy(cond.first(state)):
@@ -67,7 +77,7 @@ def _while(node, ins, ctx):
             state = body.run(state)
             steps += 1
         return state[0] if steps else state[0].copy()
-    return Step(run, k_cond + k_body, returns=True, note="host loop")
+    return _loop_step(run, k_cond + k_body, drive)
 
 
 @lowers("Scan", ANY, reason=BODY_NOTE)
@@ -118,6 +128,11 @@ def _scan(node, ins, ctx):
         if traj is not None:
             return traj
         return carry if length else init.copy()
+    return _loop_step(run, kernels, drive)
+
+
+def _loop_step(run, kernels: list, drive) -> Step:
+    """The Step of a loop: "compiled loop" with the driver's source, else "host loop"."""
     if drive is None:
         return Step(run, kernels, returns=True, note="host loop")
     return Step(run, kernels + [Source(drive.kernel.name, drive.kernel.source)], returns=True,
