@@ -1,5 +1,7 @@
 """Numba CPU loop drivers: a Scan whose body's steps all run from compiled code is one
 generated njit loop; it must give the host loop's bits, its trajectories and its errors."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -198,3 +200,55 @@ def test_integer_division_by_zero_in_a_compiled_while_names_the_body_node():
     assert exe.run({"x0": np.int32(0), "x1": np.array([3, 4], np.int32)})[0] == 3
     with pytest.raises(RuntimeError, match=r"in @body.*division by zero"):
         exe.run({"x0": np.int32(0), "x1": np.array([3, 0], np.int32)})
+
+
+def test_sixteen_bit_bodies_keep_the_host_loop():
+    h = Shape([4], DType.F16)
+    body = make_body("half", [h, h], lambda b, c, t: binary(b, "Add", c, t))
+    g = single_op_graph("Scan", get("Scan").attrs(body, 3, False, 0, 1, 0),
+                        (np.zeros(4, np.float16), np.ones((3, 4), np.float16)), None)
+    exe = NB.compile(g)
+    assert _scan_note(exe) == "host loop"
+    feeds = {"x0": np.zeros(4, np.float16), "x1": np.ones((3, 4), np.float16)}
+    assert exe.run(feeds)[0].tolist() == [3, 3, 3, 3]
+
+
+def test_a_faulty_compiled_loop_warns_and_hands_over_to_the_host(monkeypatch):
+    from rlx_ref.backends.numba_cpu import loop_driver
+
+    real = loop_driver.scan_driver
+
+    def broken(*args):
+        drive = real(*args)
+
+        def fails(*a):
+            raise TypeError("no such signature")
+        fails.kernel = drive.kernel
+        return fails
+    monkeypatch.setattr(lower_control, "scan_driver", broken)
+    g, feeds = _rnn(3, 8)
+    exe = NB.compile(g)
+    with pytest.warns(RuntimeWarning, match="compiled loop failed.*no such signature"):
+        got = exe.run(feeds)[0]
+    np.testing.assert_allclose(got, interpret(g, feeds)[0], rtol=1e-5, atol=1e-6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        exe.run(feeds)                              # the host loop from now on: no warning
+
+
+def test_movement_steps_run_inside_a_compiled_body(monkeypatch):
+    body = rlx_ref.Graph("mover")
+    c, t = body.input("c", [2, 3]), body.input("t", [3, 2])
+    moved = body.op("Transpose", [t], perm=(1, 0))
+    flat = body.op("Reshape", [body.add(c, moved)], new_shape=(6,))
+    body.set_outputs([body.op("Reshape", [body.op("Reverse", [flat], axes=(0,))],
+                              new_shape=(2, 3))])
+    g = rlx_ref.Graph("g")
+    x0, xs = g.input("x0", [2, 3]), g.input("xs", [4, 3, 2])
+    g.set_outputs([g.op("Scan", [x0, xs], ScanAttrs(body, 4, True, 0, 1, 0),
+                        shape=Shape([4, 2, 3], DType.F32))])
+    feeds = {"x0": np.arange(6, dtype=F).reshape(2, 3),
+             "xs": np.arange(24, dtype=F).reshape(4, 3, 2)}
+    exe = NB.compile(g)
+    assert _scan_note(exe) == "compiled loop"
+    assert np.array_equal(exe.run(feeds)[0], interpret(g, feeds)[0])

@@ -291,11 +291,29 @@ class IndexMap:
         if self.all_fill:
             o[:] = fill[0]
             return
+        fn, last = self._kernel(out.nbytes, out.itemsize)
+        fn(o, bits(x), self.dims, self.starts, self.strides, self.toff, self.tabs, fill,
+           self.run, last)
+
+    def _kernel(self, nbytes: int, itemsize: int):
+        """(kernel, its last argument) for an output of ``nbytes``."""
         k = kernel()
-        args = (self.dims, self.starts, self.strides, self.toff, self.tabs, fill, self.run)
-        if out.nbytes < PARALLEL_BYTES:
-            k.fn(o, bits(x), *args, CHUNK)
-        elif self.tiled:
-            k.get("move_tiled")(o, bits(x), *args, max(32, 256 // out.itemsize))
-        else:
-            k.get("move_par")(o, bits(x), *args, CHUNK)
+        if nbytes < PARALLEL_BYTES:
+            return k.fn, CHUNK
+        if self.tiled:
+            return k.get("move_tiled"), max(32, 256 // itemsize)
+        return k.get("move_par"), CHUNK
+
+    def jit(self, dtype: np.dtype):
+        """The same move as a ``JitCall`` (None when there is nothing to move or only the
+        fill to write, which the host does)."""
+        from .lowering import JitCall
+
+        if self.size == 0 or self.all_fill:
+            return None
+        u = f"np.{_UINT[dtype.itemsize].__name__}"
+        fill = np.zeros(1, _UINT[dtype.itemsize]) if self.fill is None else bits(self.fill)
+        fn, last = self._kernel(self.size * dtype.itemsize, dtype.itemsize)
+        return JitCall(fn, (f"{{out}}.reshape(-1).view({u})", f"{{0}}.reshape(-1).view({u})"),
+                       (self.dims, self.starts, self.strides, self.toff, self.tabs, fill,
+                        self.run, last))

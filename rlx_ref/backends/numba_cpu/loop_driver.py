@@ -26,6 +26,7 @@ import numpy as np
 
 from .kernels import compile_kernel
 from .lower_linalg import blas_serial
+from .lowering import KERNEL_DTYPES
 
 
 def _callee(fn) -> str:
@@ -40,6 +41,9 @@ def host_reason(plan) -> str | None:
     """Why ``plan`` cannot run inside a driver, or None when it can."""
     if plan.graph.param_nodes():
         return "the body reads Params"
+    for node in plan.graph.nodes:
+        if node.shape.dtype not in KERNEL_DTYPES:
+            return f"%{node.id} is {node.shape.dtype}, which compiled code cannot hold"
     for node, step, _ in plan.steps:
         if step.jit is None:
             return f"%{node.id} ({node.kind}) runs host code"

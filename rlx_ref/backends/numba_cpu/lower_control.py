@@ -11,6 +11,7 @@ trips) is copied, because the caller's buffer may be reused by a later node.
 """
 from __future__ import annotations
 
+import warnings
 from collections import namedtuple
 
 import numpy as np
@@ -58,18 +59,8 @@ def _while(node, ins, ctx):
     (cond, k_cond), (body, k_body) = (compile_body(ctx, node.attrs.cond),
                                       compile_body(ctx, node.attrs.body))
     cap = node.attrs.max_iterations
-    drive = while_driver(cond, body, cap)
 
-    def run(*carried):
-        if drive is None:
-            return host_loop(*carried)
-        try:
-            return drive(carried)
-        except Exception:
-            host_loop(*carried)                 # the host loop's error names the body node
-            raise
-
-    def host_loop(*carried):
+    def host_loop(carried):
         state, steps = list(carried), 0
         while cap is None or steps < cap:
             if not _truthy(cond.first(state)):
@@ -77,7 +68,9 @@ def _while(node, ins, ctx):
             state = body.run(state)
             steps += 1
         return state[0] if steps else state[0].copy()
-    return _loop_step(run, k_cond + k_body, drive)
+    drive = while_driver(cond, body, cap)
+    loop = _guarded(node, drive, host_loop)
+    return _loop_step(lambda *carried: loop(carried), k_cond + k_body, drive)
 
 
 @lowers("Scan", ANY, reason=BODY_NOTE)
@@ -90,37 +83,14 @@ def _scan(node, ins, ctx):
         keep = [t * length // a.num_checkpoints for t in range(a.num_checkpoints)]
     row_of = {t: r for r, t in enumerate(keep)}
     dims, dtype = tuple(node.shape.dims), node.shape.dtype.np
-    drive = scan_driver(body, length, nb) if length else None
-    if drive is not None:
-        rows = np.full(length, -1, np.int64)
-        if a.save_trajectory:
-            rows[keep] = np.arange(len(keep))
-        carry_dims = tuple(a.body.nodes[a.body.outputs[0]].shape.dims)
-        no_traj = np.empty((0, *carry_dims), dtype)
-
-    def run(init, *rest):
-        bcasts, xs = list(rest[:nb]), rest[nb:]
-        for i, x in enumerate(xs):
-            if x.shape[0] != length:
-                raise ValueError(f"Scan xs #{i} has {x.shape[0]} rows, expected length "
-                                 f"{length}")
-        if drive is not None:
-            traj = np.empty(dims, dtype) if a.save_trajectory else no_traj
-            try:
-                carry = drive(init, bcasts, xs, traj, rows)
-            except Exception:
-                host_loop(init, bcasts, xs)     # the host loop's error names the body node
-                raise
-            return traj if a.save_trajectory else carry
-        return host_loop(init, bcasts, xs)
 
     def host_loop(init, bcasts, xs):
         traj = np.empty(dims, dtype) if a.save_trajectory else None
         args = [init, *bcasts, *xs]             # slot 0: the carry; then bcasts, rows
-        carry, rows = init, range(1 + nb, len(args))
+        carry, slots = init, range(1 + nb, len(args))
         for t in range(length):
             args[0] = carry
-            for j, x in zip(rows, xs):
+            for j, x in zip(slots, xs):
                 args[j] = x[t, ...]
             carry = body.first(args)
             if traj is not None and t in row_of:
@@ -128,7 +98,54 @@ def _scan(node, ins, ctx):
         if traj is not None:
             return traj
         return carry if length else init.copy()
+
+    drive = scan_driver(body, length, nb) if length else None
+    compiled = None
+    if drive is not None:
+        rows = np.full(length, -1, np.int64)    # iteration -> trajectory row (-1: none)
+        if a.save_trajectory:
+            rows[keep] = np.arange(len(keep))
+        carry_dims = tuple(a.body.nodes[a.body.outputs[0]].shape.dims)
+        no_traj = np.empty((0, *carry_dims), dtype)
+
+        def compiled(init, bcasts, xs):
+            traj = np.empty(dims, dtype) if a.save_trajectory else no_traj
+            carry = drive(init, bcasts, xs, traj, rows)
+            return traj if a.save_trajectory else carry
+    loop = _guarded(node, compiled, host_loop)
+
+    def run(init, *rest):
+        xs = rest[nb:]
+        for i, x in enumerate(xs):
+            if x.shape[0] != length:
+                raise ValueError(f"Scan xs #{i} has {x.shape[0]} rows, expected length "
+                                 f"{length}")
+        return loop(init, list(rest[:nb]), xs)
     return _loop_step(run, kernels, drive)
+
+
+def _guarded(node, compiled, host):
+    """Run a loop compiled when possible. When ``compiled`` raises, ``host`` runs the
+    same loop: its error is raised (it names the body node that failed); should the host
+    loop succeed instead, the compiled loop is at fault: a warning says so and the host
+    loop runs the node from then on (never a wrong or missing result)."""
+    if compiled is None:
+        return host
+    use = [compiled]
+
+    def loop(*args):
+        if use[0] is host:
+            return host(*args)
+        try:
+            return compiled(*args)
+        except Exception as e:
+            out = host(*args)
+            use[0] = host
+            warnings.warn(f"%{node.id} {node.kind}: the compiled loop failed "
+                          f"({type(e).__name__}: {e}); the host loop runs it from now on",
+                          RuntimeWarning, stacklevel=2)
+            return out
+    return loop
 
 
 def _loop_step(run, kernels: list, drive) -> Step:

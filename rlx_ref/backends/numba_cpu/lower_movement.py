@@ -25,7 +25,8 @@ MOVE_DTYPES = tuple(d for d in DType if not d.is_complex)
 
 
 def gather_step(node, maps, fill=None) -> Step:
-    return Step(IndexMap(tuple(node.shape.dims), maps, fill), [kernel()])
+    move = IndexMap(tuple(node.shape.dims), maps, fill)
+    return Step(move, [kernel()], jit=move.jit(node.shape.dtype.np))
 
 
 def _parallel(node) -> bool:
