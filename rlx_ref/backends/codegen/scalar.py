@@ -4,14 +4,14 @@ Every entry is a template over operand names (``{x}``, ``{a}``, ``{b}``, ``{c}``
 evaluates one element. ``py`` is Numba-compiled Python, ``c`` is OpenCL/CUDA C. Float
 formulas run in the kernel's compute type (f64 for f32/f64 tensors: one rounding at the
 store); helpers such as ``_fmax`` come from the dialect's prelude (``PRELUDE``); ``_vexp``,
-``_vexpm1``, ``_vtanh`` and ``_sigmoid`` are branch-free so the Numba loop vectorizes (``_vmath``).
+``_vexpm1``, ``_vtanh``, ``_verf`` and ``_sigmoid`` are branch-free so the Numba loop vectorizes (``_vmath``).
 Semantics must equal the registry references in ``rlx_ref/ops/elementwise.py``.
 """
 from __future__ import annotations
 
 # ── activations (float compute type) ─────────────────────────────────────
 ACTIVATION = {
-    "Gelu": {"py": "0.5 * {x} * (1.0 + math.erf({x} * 0.7071067811865476))",
+    "Gelu": {"py": "0.5 * {x} * (1.0 + _verf({x} * 0.7071067811865476))",
              "c": "0.5 * {x} * (1.0 + erf({x} * 0.7071067811865476))"},
     "GeluApprox": {"py": "0.5 * {x} * (1.0 + _vtanh(0.7978845608028654 * ({x} + "
                          "0.044715 * {x} * {x} * {x})))",
@@ -39,7 +39,7 @@ ACTIVATION = {
     "Softplus": {"py": "_softplus({x})", "c": "rlx_softplus({x})"},
     "Elu": {"py": "{x} if {x} > 0.0 else _vexpm1({x})",
             "c": "({x} > 0.0 ? {x} : expm1({x}))"},
-    "Erf": {"py": "math.erf({x})", "c": "erf({x})"},
+    "Erf": {"py": "_verf({x})", "c": "erf({x})"},
     "HardSwish": {"py": "{x} * min(max({x} + 3.0, 0.0), 6.0) / 6.0",
                   "c": "{x} * fmin(fmax({x} + 3.0, 0.0), 6.0) / 6.0"},
     "HardSigmoid": {"py": "min(max({x} / 6.0 + 0.5, 0.0), 1.0)",

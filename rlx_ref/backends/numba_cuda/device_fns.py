@@ -57,6 +57,7 @@ __all__ = [
     '_sign',
     '_softplus',
     '_sqrt',
+    '_verf',
     '_vexp',
     '_vexpm1',
     '_vtanh',
@@ -102,6 +103,11 @@ def _div(a, b):
 @cuda.jit(**_DJ)
 def _vexp(x):
     return math.exp(x)
+
+
+@cuda.jit(**_DJ)
+def _verf(x):
+    return math.erf(x)
 
 
 @cuda.jit(**_DJ)
