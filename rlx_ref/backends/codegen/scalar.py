@@ -4,7 +4,7 @@ Every entry is a template over operand names (``{x}``, ``{a}``, ``{b}``, ``{c}``
 evaluates one element. ``py`` is Numba-compiled Python, ``c`` is OpenCL/CUDA C. Float
 formulas run in the kernel's compute type (f64 for f32/f64 tensors: one rounding at the
 store); helpers such as ``_fmax`` come from the dialect's prelude (``PRELUDE``); ``_vexp``,
-``_vexpm1``, ``_vtanh``, ``_verf`` and ``_sigmoid`` are branch-free so the Numba loop vectorizes (``_vmath``).
+``_vexpm1``, ``_vlog1p``, ``_vtanh``, ``_verf`` and ``_sigmoid`` are branch-free so the Numba loop vectorizes (``_vmath``).
 Semantics must equal the registry references in ``rlx_ref/ops/elementwise.py``.
 """
 from __future__ import annotations
@@ -46,7 +46,7 @@ ACTIVATION = {
                     "c": "({x} != {x} ? {x} : fmin(fmax({x} / 6.0 + 0.5, 0.0), 1.0))"},
     "Mish": {"py": "{x} * _vtanh(_softplus({x}))", "c": "{x} * rlx_tanh(rlx_softplus({x}))"},
     "Softsign": {"py": "{x} / (1.0 + abs({x}))", "c": "{x} / (1.0 + fabs({x}))"},
-    "LogSigmoid": {"py": "min({x}, 0.0) - math.log1p(math.exp(-abs({x})))",
+    "LogSigmoid": {"py": "min({x}, 0.0) - _vlog1p(_vexp(-abs({x})))",
                    "c": "fmin({x}, 0.0) - log1p(exp(-fabs({x})))"},
 }
 # activations that are exact on integers (same formula, integer compute type)

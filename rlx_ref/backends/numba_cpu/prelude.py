@@ -2,8 +2,9 @@
 
 They pin down the semantics numpy's ufuncs have and Python's operators do not: NaN-aware
 max/min with -0 < +0, truncating integer division that raises on zero, saturating
-float→int conversion, sign(NaN) = 0, and stable sigmoid/softplus. exp/tanh/sigmoid come
-from ``_vmath`` (branch-free, vectorizable; ``math.exp``/``math.tanh`` are libm calls).
+float→int conversion, sign(NaN) = 0, and stable sigmoid/softplus. exp/tanh/sigmoid/log/
+log1p come from ``_vmath`` (branch-free, vectorizable; ``math.exp`` and the like are libm
+calls).
 """
 from ._vmath import VMATH
 
@@ -23,11 +24,7 @@ def _relu(x):
 
 @njit(**_NJ)
 def _log(x):
-    if x > 0.0:
-        return math.log(x)
-    if x == 0.0:
-        return -math.inf
-    return math.nan if x == x else x
+    return _vlog(x)         # log(0) = -inf, log(<0) = NaN, NaN kept (_vmath)
 
 
 @njit(**_NJ)
@@ -48,7 +45,7 @@ def _sign(x):
 
 @njit(**_NJ)
 def _softplus(x):
-    return max(x, 0.0) + math.log1p(math.exp(-abs(x))) if x == x else x
+    return max(x, 0.0) + _vlog1p(_vexp(-abs(x))) if x == x else x
 
 
 @njit(**_NJ)

@@ -60,6 +60,7 @@ __all__ = [
     '_verf',
     '_vexp',
     '_vexpm1',
+    '_vlog1p',
     '_vtanh',
     '_widen16',
 ]
@@ -113,6 +114,11 @@ def _verf(x):
 @cuda.jit(**_DJ)
 def _vexpm1(x):
     return math.expm1(x)
+
+
+@cuda.jit(**_DJ)
+def _vlog1p(x):
+    return math.log1p(x)
 
 
 @cuda.jit(**_DJ)
