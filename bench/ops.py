@@ -118,6 +118,9 @@ def _jax_runner(fn, feeds):
 
     jf = jax.jit(lambda f: fn(jax, f))
     dev = {k: jax.device_put(v) for k, v in feeds.items()}
+    # device_put returns before the copy ends: a copy left running in jax's thread would
+    # take a core from whatever is timed next
+    jax.block_until_ready(dev)
     return lambda: jax.block_until_ready(jf(dev))
 
 
