@@ -26,6 +26,7 @@ SIXTEEN = (DType.F16, DType.BF16)
 SCATTER_NOTE = "f16/bf16 scatter in f32 shadows converted on the host (rounded once)"
 RED = {"None": 0, "Add": 1, "Mul": 2, "Max": 3, "Min": 4}
 CHUNK = 1 << 12
+PIECE = 1 << 14         # least elements per parallel gather work item along a long row
 
 
 def _i64(values) -> np.ndarray:
@@ -46,6 +47,19 @@ def _kernels():
     return [kernel(), decode_kernel()]
 
 
+def _piece(rows: int, inner: int) -> int:
+    """Elements per parallel gather work item: whole rows when there are enough rows for
+    4 items per thread, else rows cut into pieces (at least PIECE elements) that make up
+    the difference."""
+    import numba
+
+    want = 4 * numba.get_num_threads()
+    if rows >= want or inner <= PIECE:
+        return max(inner, 1)
+    per_row = -(-want // max(rows, 1))
+    return max(PIECE, -(-inner // per_row))
+
+
 # ── gathers ────────────────────────────────────────────────────────────────
 
 @lowers("Gather", MOVE_DTYPES)
@@ -55,11 +69,12 @@ def _gather(node, ins, ctx):
     inner = math.prod(table[ax + 1:])
     decode = IndexDecoder("Gather", "C3", [n_axis], [ax], negative_ok=False)
     fn = _pick(node, "take_rows")
+    piece = _piece(outer * math.prod(ins[1].dims), inner)
 
     def run(out, x, indices):
         idx = decode(indices)
         if out.size:
-            fn(bits(out), bits(x), idx, outer, n_axis, inner)
+            fn(bits(out), bits(x), idx, outer, n_axis, inner, piece)
     return Step(run, _kernels())
 
 
@@ -88,11 +103,12 @@ def _gather_nd(node, ins, ctx):
     dstrides = _i64(strides_of(data)[b:b + k])
     inner = math.prod(data[b + k:])
     fn = _pick(node, "take_nd")
+    piece = _piece(math.prod(idims[:-1]), inner)
 
     def run(out, x, indices):
         idx = decode(indices)
         if out.size:
-            fn(bits(out), bits(x), idx, k, per_batch, batch_stride, dstrides, inner)
+            fn(bits(out), bits(x), idx, k, per_batch, batch_stride, dstrides, inner, piece)
     return Step(run, _kernels())
 
 
