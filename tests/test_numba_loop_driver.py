@@ -252,3 +252,25 @@ def test_movement_steps_run_inside_a_compiled_body(monkeypatch):
     exe = NB.compile(g)
     assert _scan_note(exe) == "compiled loop"
     assert np.array_equal(exe.run(feeds)[0], interpret(g, feeds)[0])
+
+
+def test_reductions_softmax_and_cumulative_steps_run_inside_a_compiled_body(monkeypatch):
+    body = rlx_ref.Graph("attend")
+    c, t = body.input("c", [3, 5]), body.input("t", [3, 5])
+    p = body.softmax(body.add(c, t), -1)
+    mean = body.op("Reduce", [p], op="Mean", axes=(1,), keep_dim=True)
+    run = body.op("Cumsum", [body.sub(p, mean)], axis=0, exclusive=False)
+    body.set_outputs([run])
+    g = rlx_ref.Graph("g")
+    x0, xs = g.input("x0", [3, 5]), g.input("xs", [6, 3, 5])
+    g.set_outputs([g.op("Scan", [x0, xs], ScanAttrs(body, 6, True, 0, 1, 0),
+                        shape=Shape([6, 3, 5], DType.F32))])
+    r = np.random.default_rng(5)
+    feeds = {"x0": r.standard_normal((3, 5)).astype(F),
+             "xs": r.standard_normal((6, 3, 5)).astype(F)}
+    exe = NB.compile(g)
+    assert _scan_note(exe) == "compiled loop"
+    got = exe.run(feeds)[0]
+    _host_only(monkeypatch)
+    assert got.tobytes() == NB.compile(g).run(feeds)[0].tobytes()
+    np.testing.assert_allclose(got, interpret(g, feeds)[0], rtol=1e-5, atol=1e-6)

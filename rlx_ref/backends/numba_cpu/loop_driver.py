@@ -68,9 +68,11 @@ class _Part:
             names = [f"{tag}c{j}_{c}" for c in range(len(jc.consts))]
             self.params += names
             self.args += list(jc.consts)
-            exprs = [t.format(*(self.var(i) for i in ins), out=self.var(node.id))
-                     for t in jc.args]
-            self.calls.append(f"{k}({', '.join(exprs + names)})  "
+            exprs = [t.format(*(self.var(i) for i in ins), out=self.var(node.id),
+                              **{f"c{c}": n for c, n in enumerate(names)}) for t in jc.args]
+            if jc.tail:
+                exprs += names
+            self.calls.append(f"{k}({', '.join(exprs)})  "
                               f"# %{node.id} {node.kind} of @{plan.graph.name}")
 
     def var(self, i: int) -> str:

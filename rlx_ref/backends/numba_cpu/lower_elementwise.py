@@ -53,10 +53,20 @@ def lower_chain(node, ins, ctx) -> Step:
     convert_in = [d in SIXTEEN for d in in_dts]
     convert_out = out_dt in SIXTEEN
     fix_fma = node.kind == "Fma" and node.shape.dtype is DType.F64
-    if not (prologue or fix_fma or convert_out or any(convert_in) or "strided" in modes):
-        flat = tuple(f"{{{i}}}.reshape(-1)" for i in range(len(ins)))
-        return Step(_plain_run(fn, dims, len(ins)), [kernel],
-                    jit=JitCall(fn, ("{out}.reshape(-1)", *flat), (dims,)))
+    jit = None
+    if not (prologue or fix_fma or convert_out or any(convert_in)):
+        # the kernel's arguments: out, then each operand flat and its strides if strided,
+        # then the output dims
+        args, consts = ["{out}.reshape(-1)"], []
+        for i, st in enumerate(strides):
+            args.append(f"{{{i}}}.reshape(-1)")
+            if modes[i] == "strided":
+                args.append(f"{{c{len(consts)}}}")
+                consts.append(st)
+        args.append(f"{{c{len(consts)}}}")
+        jit = JitCall(fn, tuple(args), (*consts, dims), tail=False)
+        if "strided" not in modes:
+            return Step(_plain_run(fn, dims, len(ins)), [kernel], jit=jit)
     # per input: (index, repeat for the prologue, convert to f32, element strides or None)
     plan = [(i, prologue and i == region.prologue_input, convert_in[i],
              strides[i] if modes[i] == "strided" else None) for i in range(len(ins))]
@@ -81,7 +91,7 @@ def lower_chain(node, ins, ctx) -> Step:
             fn(out.reshape(-1), *args, dims)
         if fix_fma:
             _exact_fma_fixup(out, xs)
-    return Step(run, [kernel])
+    return Step(run, [kernel], jit=jit)
 
 
 def _plain_run(fn, dims, arity: int):

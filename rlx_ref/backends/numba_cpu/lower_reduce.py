@@ -30,7 +30,7 @@ from ._reduce_geom import (
     tile_columns,
 )
 from .kernels import compile_kernel
-from .lowering import Step, lowers
+from .lowering import JitCall, Step, lowers
 
 INTS = (DType.I8, DType.I16, DType.I32, DType.I64, DType.U8, DType.U32)
 FLOATS16 = (DType.F32, DType.F64) + SIXTEEN
@@ -66,25 +66,33 @@ def lower_reduce(node, ins, ctx) -> Step:
     par = is_parallel(total)
     if inner > 1:
         ib = tile_columns(outer, inner, par)
-        fn = pick(kernel, f"{kernel.name}_cols", par)
-        call = lambda buf, x: fn(buf, x, k, inner, init, ib)
+        fn, extra = pick(kernel, f"{kernel.name}_cols", par), (k, inner, init, ib)
     elif par and outer < 2 * threads() and k >= 4 * _reduce_fold.CHUNK:
-        fn = kernel.get(f"{kernel.name}_chunks_par")     # a few long rows: split them
-        call = lambda buf, x: fn(buf, x, k, init, _reduce_fold.CHUNK)
+        # a few long rows: split them
+        fn, extra = kernel.get(f"{kernel.name}_chunks_par"), (k, init, _reduce_fold.CHUNK)
     else:
         fn = pick(kernel, f"{kernel.name}_rows", par)
-        ntask = row_tasks(outer, par)
-        call = lambda buf, x: fn(buf, x, k, init, ntask)
+        extra = (k, init, row_tasks(outer, par))
 
     def run(out, x):
         if perm is not None:
             x = np.ascontiguousarray(x.transpose(perm))   # the one copy: non-adjacent axes
         buf, rounded = kernel_out(out)
         if buf.size:
-            call(buf, shadow(x))
+            fn(buf, shadow(x), *extra)
         finish(out, buf, rounded)
     note = f"one transposing copy to axes {perm}" if perm is not None else ""
-    return Step(run, [kernel], note=note)
+    return Step(run, [kernel], note=note,
+                jit=_flat_call(fn, extra, node, ins) if perm is None else None)
+
+
+def _flat_call(fn, extra: tuple, node, ins) -> JitCall | None:
+    """The ``JitCall`` of a kernel that takes (flat output, flat input, *extra): none when
+    the host has more to do (16-bit shadows) or nothing to do (an empty output)."""
+    if node.shape.dtype in SIXTEEN or ins[0].dtype in SIXTEEN or \
+            not math.prod(node.shape.dims):
+        return None
+    return JitCall(fn, ("{out}.reshape(-1)", "{0}.reshape(-1)"), extra)
 
 
 # ── Softmax ───────────────────────────────────────────────────────────────
@@ -97,20 +105,17 @@ def lower_softmax(node, ins, ctx) -> Step:
     kernel = _kernel(_reduce_softmax, "f64" if ins[0].dtype is DType.F64 else "f32")
     par = is_parallel(outer * k * inner)
     if inner > 1:
-        ib = tile_columns(outer, inner, par)
         fn = pick(kernel, f"{kernel.name}_cols", par)
-        call = lambda buf, x: fn(buf, x, k, inner, ib)
+        extra = (k, inner, tile_columns(outer, inner, par))
     else:
-        ntask = row_tasks(outer, par)
-        fn = pick(kernel, f"{kernel.name}_rows", par)
-        call = lambda buf, x: fn(buf, x, k, ntask)
+        fn, extra = pick(kernel, f"{kernel.name}_rows", par), (k, row_tasks(outer, par))
 
     def run(out, x):
         buf, rounded = kernel_out(out)
         if buf.size:
-            call(buf, shadow(x))
+            fn(buf, shadow(x), *extra)
         finish(out, buf, rounded)
-    return Step(run, [kernel])
+    return Step(run, [kernel], jit=_flat_call(fn, extra, node, ins))
 
 
 # ── Cumsum, CumProd, CumMax ───────────────────────────────────────────────
@@ -124,20 +129,18 @@ def lower_scan(node, ins, ctx) -> Step:
     excl = bool(node.attrs.exclusive)
     par = is_parallel(outer * k * inner)
     if inner > 1:
-        ib = tile_columns(outer, inner, par)
         fn = pick(kernel, f"{kernel.name}_cols", par)
-        call = lambda buf, x: fn(buf, x, k, inner, init, excl, ib)
+        extra = (k, inner, init, excl, tile_columns(outer, inner, par))
     else:
         fn = pick(kernel, f"{kernel.name}_rows", par)
-        ntask = row_tasks(outer, par)
-        call = lambda buf, x: fn(buf, x, k, init, excl, ntask)
+        extra = (k, init, excl, row_tasks(outer, par))
 
     def run(out, x):
         buf, rounded = kernel_out(out)
         if buf.size:
-            call(buf, shadow(x))
+            fn(buf, shadow(x), *extra)
         finish(out, buf, rounded)
-    return Step(run, [kernel])
+    return Step(run, [kernel], jit=_flat_call(fn, extra, node, ins))
 
 
 for _kind in ("Cumsum", "CumProd", "CumMax"):

@@ -46,13 +46,15 @@ class JitCall:
     The call is ``fn(<args>, <consts>)``: ``fn`` an ``njit`` function, ``args`` source
     templates over ``{out}`` (the node's output) and ``{0}``, ``{1}``, ... (its operands),
     all C-contiguous arrays of the node's static shapes; ``consts`` values fixed at
-    lowering (passed as arguments). Only steps whose host ``fn`` does exactly this (no
-    conversion, copy or check left on the host) declare one.
+    lowering (passed as arguments), appended after ``args`` unless ``tail`` is False, when
+    the templates place them as ``{c0}``, ``{c1}``, ... Only steps whose host ``fn`` does
+    exactly this (no conversion, copy or check left on the host) declare one.
     """
 
     fn: Callable
     args: tuple
     consts: tuple = ()
+    tail: bool = True
 
 
 @dataclass
