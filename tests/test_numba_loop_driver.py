@@ -274,3 +274,27 @@ def test_reductions_softmax_and_cumulative_steps_run_inside_a_compiled_body(monk
     _host_only(monkeypatch)
     assert got.tobytes() == NB.compile(g).run(feeds)[0].tobytes()
     np.testing.assert_allclose(got, interpret(g, feeds)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_a_normalized_recurrent_cell_runs_compiled(monkeypatch):
+    body = rlx_ref.Graph("cell")
+    h, w, gam, bet, xt = (body.input("h", [2, 8]), body.input("w", [8, 8]),
+                          body.input("g", [8]), body.input("b", [8]), body.input("x", [2, 8]))
+    pre = body.add(body.matmul(h, w), xt)
+    body.set_outputs([body.tanh(body.layer_norm(pre, gam, bet, axis=-1, eps=1e-5))])
+    g = rlx_ref.Graph("g")
+    ins = [g.input("h0", [2, 8]), g.input("w", [8, 8]), g.input("g", [8]), g.input("b", [8]),
+           g.input("xs", [5, 2, 8])]
+    g.set_outputs([g.op("Scan", ins, ScanAttrs(body, 5, False, 3, 1, 0),
+                        shape=Shape([2, 8], DType.F32))])
+    r = np.random.default_rng(7)
+    feeds = {"h0": r.standard_normal((2, 8)), "w": r.standard_normal((8, 8)) * 0.3,
+             "g": r.standard_normal(8), "b": r.standard_normal(8),
+             "xs": r.standard_normal((5, 2, 8))}
+    feeds = {k: v.astype(F) for k, v in feeds.items()}
+    exe = NB.compile(g)
+    assert _scan_note(exe) == "compiled loop"
+    got = exe.run(feeds)[0]
+    _host_only(monkeypatch)
+    assert got.tobytes() == NB.compile(g).run(feeds)[0].tobytes()
+    np.testing.assert_allclose(got, interpret(g, feeds)[0], rtol=1e-4, atol=1e-5)

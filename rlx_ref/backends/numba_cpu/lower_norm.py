@@ -13,6 +13,7 @@ import math
 from . import _reduce_norm
 from ._reduce_geom import (
     SHADOW_NOTE,
+    SIXTEEN,
     check_vector,
     finish,
     is_parallel,
@@ -25,7 +26,7 @@ from ._reduce_geom import (
 )
 from .kernels import compile_kernel
 from .lower_reduce import FLOATS16
-from .lowering import Step, lowers
+from .lowering import JitCall, Step, lowers
 
 
 def _norm_kernel():
@@ -38,37 +39,48 @@ def _vectors(kind: str, names, arrays, size: int) -> list:
     return [shadow(v) for v in arrays]
 
 
-def _step(kernel, kind: str, c: int, call, names=("gamma", "beta")) -> Step:
-    """A Step that checks and flattens the per-feature vectors, then runs ``call``."""
+def _step(node, ins, kernel, c: int, fn, extra: tuple, names=("gamma", "beta"),
+          check=None) -> Step:
+    """A Step that checks (``check()``, then the per-feature vectors) and flattens its
+    operands, then runs ``fn(out, x, *vectors, *extra)``; with a JitCall unless 16-bit
+    shadows or a ``check`` are involved."""
+    kind = node.kind
+
     def run(out, x, *vecs):
+        if check is not None:
+            check()
         vs = _vectors(kind, names, vecs, c)
         buf, rounded = kernel_out(out)
         if buf.size:
-            call(buf, shadow(x), *vs)
+            fn(buf, shadow(x), *vs, *extra)
         finish(out, buf, rounded)
-    return Step(run, [kernel])
+    jit = None
+    plain = all(s.dtype not in SIXTEEN for s in [node.shape, *ins])
+    if plain and check is None and math.prod(node.shape.dims) and \
+            all(math.prod(s.dims) == c for s in ins[1:]):
+        jit = JitCall(fn, ("{out}.reshape(-1)", *(f"{{{i}}}.reshape(-1)"
+                                                   for i in range(len(ins)))), extra)
+    return Step(run, [kernel], jit=jit)
 
 
-def _feature_norm(kind: str, outer: int, c: int, inner: int, eps: float, rms: bool):
+def _feature_norm(node, ins, outer: int, c: int, inner: int, eps: float, rms: bool):
     """Normalize over the middle extent ``c`` of [outer, c, inner] (blocks when inner=1)."""
     kernel = _norm_kernel()
     par = is_parallel(outer * c * inner)
     if inner == 1:
         fn = pick(kernel, "norm_blocks", par)
-        nt = row_tasks(outer, par)
-        call = lambda buf, x, g, b: fn(buf, x, g, b, 1, c, 1, eps, rms, nt)
+        extra = (1, c, 1, eps, rms, row_tasks(outer, par))
     else:
-        ib = tile_columns(outer, inner, par)
         fn = pick(kernel, "norm_cols", par)
-        call = lambda buf, x, g, b: fn(buf, x, g, b, c, inner, eps, rms, ib)
-    return _step(kernel, kind, c, call)
+        extra = (c, inner, eps, rms, tile_columns(outer, inner, par))
+    return _step(node, ins, kernel, c, fn, extra)
 
 
 def lower_axis_norm(node, ins, ctx) -> Step:
     dims = ins[0].dims
     ax = node.attrs.axis % len(dims)
     outer, c, inner = split3(dims, ax, ax + 1)
-    return _feature_norm(node.kind, outer, c, inner, float(node.attrs.eps),
+    return _feature_norm(node, ins, outer, c, inner, float(node.attrs.eps),
                          node.kind == "RmsNorm")
 
 
@@ -79,7 +91,7 @@ for _kind in ("LayerNorm", "RmsNorm"):
 @lowers("LayerNorm2d", FLOATS16, reason=SHADOW_NOTE)
 def lower_layer_norm2d(node, ins, ctx) -> Step:
     outer, c, inner = split3(ins[0].dims, 1, 2)
-    return _feature_norm("LayerNorm2d", outer, c, inner, float(node.attrs.eps), False)
+    return _feature_norm(node, ins, outer, c, inner, float(node.attrs.eps), False)
 
 
 @lowers("GroupNorm", FLOATS16, reason=SHADOW_NOTE)
@@ -91,13 +103,15 @@ def lower_group_norm(node, ins, ctx) -> Step:
     kernel = _norm_kernel()
     par = is_parallel(n * c * s)
     fn = pick(kernel, "norm_blocks", par)
-    nt = row_tasks(n * groups, par)
-    def call(buf, x, g, b):
+
+    def check():
         if groups <= 0 or c % groups:     # dynamic channels: the verifier could not check
             raise ValueError(f"GroupNorm channels ({c}) are not divisible by num_groups "
                              f"({groups})")
-        fn(buf, x, g, b, groups, c // groups, s, eps, False, nt)
-    return _step(kernel, "GroupNorm", c, call)
+    if groups <= 0 or c % groups:
+        return _step(node, ins, kernel, c, fn, (), check=check)
+    return _step(node, ins, kernel, c, fn,
+                 (groups, c // groups, s, eps, False, row_tasks(n * groups, par)))
 
 
 @lowers("BatchNormInference", FLOATS16, reason=SHADOW_NOTE)
@@ -108,7 +122,5 @@ def lower_batch_norm(node, ins, ctx) -> Step:
     par = is_parallel(math.prod(dims))
     fn = pick(kernel, "batchnorm", par)
     eps = float(node.attrs.eps)
-    nt = row_tasks(math.prod(dims[:-1]), par)
-    call = lambda buf, x, g, b, m, v: fn(buf, x, g, b, m, v, eps, nt)
-    return _step(kernel, "BatchNormInference", c, call,
+    return _step(node, ins, kernel, c, fn, (eps, row_tasks(math.prod(dims[:-1]), par)),
                  ("gamma", "beta", "running_mean", "running_var"))
