@@ -53,7 +53,96 @@ def _tap_row(xin, geo, r, row):
             tail[t] = 0
 '''
 
-CONV_HEAD = _TAPS
+CONV_HEAD = _TAPS + '''
+
+@njit(cache=True, nogil=True)
+def _nhwc_stage(x5, n, g, xl, geo, oy0, ny, ox0, nx):
+    # the input window that output rows [oy0, oy0 + ny) x columns [ox0, ox0 + nx) read,
+    # channels last: xl[r, l, c] = x5[n, g, c, oy0*sh - ph + r, ox0*sw - pw + l], 0 outside
+    # the input (contiguous reads, writes strided by Cg within one L1-sized row of xl)
+    kh, kw, sh, sw, ph, pw, dh, dw = (geo[0], geo[1], geo[2], geo[3], geo[4], geo[5],
+                                      geo[6], geo[7])
+    cg, h, w = x5.shape[2], x5.shape[3], x5.shape[4]
+    nr = (ny - 1) * sh + (kh - 1) * dh + 1
+    nl = (nx - 1) * sw + (kw - 1) * dw + 1
+    x0 = ox0 * sw - pw
+    lo = min(max(-x0, 0), nl)
+    hi = max(min(w - x0, nl), lo)
+    for r in range(nr):
+        iy = oy0 * sh - ph + r
+        drow = xl[r].reshape(-1)
+        if iy < 0 or iy >= h:
+            for e in range(nl * cg):
+                drow[e] = 0
+            continue
+        for e in range(lo * cg):
+            drow[e] = 0
+        for e in range(hi * cg, nl * cg):
+            drow[e] = 0
+        for c in range(cg):
+            src = x5[n, g, c, iy, x0 + lo:x0 + hi]
+            dst = drow[lo * cg + c:]
+            for e in range(src.size):
+                dst[e * cg] = src[e]
+
+
+@njit(cache=True, nogil=True)
+def _nhwc_unfold(xl, cols, geo, ny, nx):
+    # cols[y*nx + x, (i*kw + j)*Cg + c] = xl[y*sh + i*dh, x*sw + j*dw, c]
+    kh, kw, sh, sw, dh, dw = geo[0], geo[1], geo[2], geo[3], geo[6], geo[7]
+    wl, cg = xl.shape[1], xl.shape[2]
+    xf = xl.reshape(-1)
+    run = kw * cg if dw == 1 else cg       # taps j of one row i are contiguous when dw = 1
+    nrun = 1 if dw == 1 else kw
+    for y in range(ny):
+        for x in range(nx):
+            row = cols[y * nx + x]
+            k = 0
+            for i in range(kh):
+                base = ((y * sh + i * dh) * wl + x * sw) * cg
+                for j in range(nrun):
+                    src = xf[base + j * dw * cg:base + j * dw * cg + run]
+                    dst = row[k:k + run]
+                    for e in range(run):
+                        dst[e] = src[e]
+                    k += run
+
+
+@njit(cache=True, nogil=True)
+def _nhwc_chunk(c, chunks, x5, wr, o4, geo, by, bx):
+    # items c*items/chunks .. : blocks of by output rows x bx output columns of one
+    # (image, group), each staged, unfolded, multiplied and transposed into o4
+    kh, kw, sh, sw, dh, dw, ho, wo = (geo[0], geo[1], geo[2], geo[3], geo[6], geo[7],
+                                      geo[8], geo[9])
+    ng, cog = o4.shape[1], o4.shape[2]
+    nby = (ho + by - 1) // by
+    nbx = (wo + bx - 1) // bx
+    items = x5.shape[0] * ng * nby * nbx
+    xl = np.empty(((by - 1) * sh + (kh - 1) * dh + 1, (bx - 1) * sw + (kw - 1) * dw + 1,
+                   x5.shape[2]), wr.dtype)
+    cols = np.empty((by * bx, wr.shape[1]), wr.dtype)
+    res = np.empty((by * bx, cog), wr.dtype)
+    for t in range(c * items // chunks, (c + 1) * items // chunks):
+        n = t // (ng * nby * nbx)
+        g = (t // (nby * nbx)) % ng
+        oy0 = (t // nbx) % nby * by
+        ox0 = t % nbx * bx
+        ny = min(by, ho - oy0)
+        nx = min(bx, wo - ox0)
+        m = ny * nx
+        _nhwc_stage(x5, n, g, xl, geo, oy0, ny, ox0, nx)
+        _nhwc_unfold(xl, cols, geo, ny, nx)
+        np.dot(cols[:m], wr[g], res[:m])
+        o2 = o4[n, g]
+        for c0 in range(0, cog, 8):          # res[:m] transposed, 8 output rows at a time
+            c1 = min(c0 + 8, cog)
+            for y in range(ny):
+                p = (oy0 + y) * wo + ox0
+                for x in range(nx):
+                    rrow = res[y * nx + x]
+                    for co in range(c0, c1):
+                        o2[co, p + x] = rrow[co]
+'''
 
 CONV = '''
 @njit(cache=True, nogil=True{par})
@@ -91,6 +180,16 @@ def conv_gemm{sfx}(x5, w3, o4, cols, geo, cb):
             c0 = (t % nblk) * cb
             c1 = min(c0 + cb, cog)
             np.dot(w3[g, c0:c1], cols[i, g], o4[n0 + i, g, c0:c1])
+
+
+@njit(cache=True, nogil=True{par})
+def conv_nhwc{sfx}(x5, wr, o4, geo, by, bx, chunks):
+    # x5 [N, G, Cg, H, W]; wr [G, kh*kw*Cg, Cog] (taps (i, j, c)); o4 [N, G, Cog, Ho*Wo].
+    # Work items are blocks of by x bx output positions of one (image, group): the input
+    # window they read, copied channels last, gives their rows of the im2col matrix as
+    # contiguous runs; one BLAS call [by*bx, K]·[K, Cog] and a transpose into NCHW
+    for c in {rng}(chunks):
+        _nhwc_chunk(c, chunks, x5, wr, o4, geo, by, bx)
 
 
 @njit(cache=True, nogil=True{par})

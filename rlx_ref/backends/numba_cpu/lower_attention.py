@@ -8,15 +8,25 @@ reference's order and a max-subtracted row softmax, and one more BLAS call forms
 Tiles run in parallel (prange, BLAS at one thread). Why tiles and not one row per thread:
 measured single-threaded at B1 H8 S256 D64, the fused row kernel (unit-stride axpys over a
 transposed K, f64) took 16.5 ms, the tiles 4.9 ms in f64 (BLAS runs the two products).
-Products run in f64, or in f32 for f32/f16/bf16 when S_k and S_k·D are large enough that
+Tiles are TILE_ROWS (512) rows, or BAND_ROWS (128) under a causal or sliding-window mask,
+whose tiles score every key their last row sees (waste ∝ rows); each BLAS call packs all
+of K or V, so larger tiles amortize it (B1 H8 S1024 D64 f32, 2 threads, one process:
+18.0 ms with 128 rows, 17.4 with 256, 16.8 with 512; causal 10.5 ms with 128, 11.1 with
+256). Products run in f64, or in f32 for f32/f16/bf16 when S_k and S_k·D are large enough that
 the contract's budget (∝ S_k·D) dwarfs the f32 rounding of a D-term dot (``_gemm_dtype``).
-The exp is ``_vmath``'s vectorizable one in the product dtype (about 1 ulp of f64 or f32);
-row sums are f64. Q, K and V are read into ``[B, H, S, D]`` buffers of the product dtype (a
-copy, skipped when an input is already that). Keys hidden from every row of a tile by a
-causal or sliding-window mask are neither scored nor summed when V is finite (0·inf must
-stay NaN) and they would get no weight (a row whose best visible score is below the -1e9
-fill redoes the tile over every key). Rope is a row-parallel kernel over positions that
-copies the pass-through lanes and rotates the pairs in f64.
+A row's softmax is four vectorized passes: scale (which also sums x·0, NaN when a score is
+NaN or ±inf), the max by halving into a scratch row (a running max of floats does not
+vectorize here), ``_vmath``'s exp in the product dtype (about 1 ulp of f64 or f32) and an
+f64 sum; a row holding NaN or ±inf takes a scalar path with libm's exp instead. Against
+the scalar max, the f64-argument exp and the 4-chain sum they replace, the softmax went
+from ~8 ms to ~3 ms at B1 H8 S1024 D64 f32 (the products take ~13.5 ms): with the tiles,
+22-23 ms became 16.5-16.8 (torch 15.6-17.1), causal 12.8-16.2 became 10.7-11.9 (torch
+11.4-13.7), in the op benchmark. Q, K and V are read into ``[B, H, S, D]`` buffers of the
+product dtype (a copy, skipped when an input is already that). Keys hidden from every row
+of a tile by a causal or sliding-window mask are neither scored nor summed when V is finite
+(0·inf must stay NaN) and they would get no weight (a row whose best visible score is below
+the -1e9 fill redoes the tile over every key). Rope is a row-parallel kernel over positions
+that copies the pass-through lanes and rotates the pairs in f64.
 """
 from __future__ import annotations
 
@@ -29,13 +39,15 @@ from ...ops import _attention_geom as geo
 from ...ops.attention import rope_tables
 from ._vmath import VMATH
 from .kernels import compile_kernel
-from .lower_linalg import FLOATS, blas_serial
+from .lower_linalg import FLOATS, blas_serial, numba_threads
 from .lowering import Step, lowers
 
 ROW_CHUNKS = 16                  # tile chunks per call (a few per thread balance the load)
 PAR_MIN = 1 << 18                # scored key·dim products below this: serial
-TILE_ROWS = 128                  # query rows per tile (one BLAS call each for QKᵀ and PV)
-TILE_ELEMS = 1 << 17             # and at most this many scores per tile (1 MiB of f64)
+TILE_ROWS = 512                  # query rows per tile (one BLAS call each for QKᵀ and PV)
+BAND_ROWS = 128                  # ... under a causal or sliding-window mask
+TILE_ELEMS = 1 << 19             # and at most this many scores per tile (2 MiB of f32)
+TILES_PER_THREAD = 2             # tiles shrink (not below BAND_ROWS) to give each thread this
 F32_MIN_KEYS = 64                # f32 products need S_k >= this ...
 F32_MIN_TERMS = 4096             # ... and S_k·D >= this (see _gemm_dtype)
 MASKS = {"None": 0, "Causal": 1, "SlidingWindow": 2, "Custom": 3, "Bias": 4}
@@ -43,19 +55,81 @@ MASKS = {"None": 0, "Causal": 1, "SlidingWindow": 2, "Custom": 3, "Bias": 4}
 _EXP_ROW = """
 @njit(cache=True, nogil=True, error_model="numpy", fastmath={{"contract"}})
 def _exp_row(row, m):
-    # row <- exp(row - m) for a finite m, in the product dtype ({exp} of _vmath)
+    # row <- exp(row - m) for a finite m that is one of the row's values ({exp} of _vmath):
+    # the difference in the product dtype is the exact one rounded once
+    mc = {ct}(m)
     for j in range(row.size):
-        row[j] = {exp}({ct}(np.float64(row[j]) - m))
+        row[j] = {exp}(row[j] - mc)
 """
 
 _ATTN_SRC = """
 _FILL = -1e9
 
 
+@njit(cache=True, nogil=True, fastmath={"reassoc"})
+def _scale_row(row, scale):
+    # row <- row·scale; NaN when a scaled score is NaN or ±inf (x·0), else 0
+    z = 0.0
+    for j in range(row.size):
+        row[j] = row[j] * scale
+        z += row[j] * 0.0
+    return z
+
+
+@njit(cache=True, nogil=True, fastmath={"reassoc"})
+def _row_bad(row):
+    # NaN when the row holds a NaN or ±inf, else 0
+    z = 0.0
+    for j in range(row.size):
+        z += row[j] * 0.0
+    return z
+
+
+@njit(cache=True, nogil=True, fastmath={"reassoc"})
+def _row_sum(row):
+    t = 0.0
+    for j in range(row.size):
+        t += row[j]
+    return t
+
+
 @njit(cache=True, nogil=True)
-def _softmax_row(row):
-    # row <- exp(row - max(row)) (a NaN max gives NaN rows, as the reference); (sum, max)
+def _max_into(dst, a, b):
+    for j in range(dst.size):
+        x = a[j]
+        y = b[j]
+        dst[j] = x if x > y else y
+
+
+@njit(cache=True, nogil=True)
+def _row_max(row, tmp):
+    # the max of a row without NaN, by halving into disjoint slices of tmp (>= row.size):
+    # elementwise selects vectorize, a running max does not
+    m = -np.inf
+    src = row
+    off = 0
+    while src.size > 32:
+        h = src.size // 2
+        if src.size % 2:
+            m = max(m, src[src.size - 1])
+        dst = tmp[off:off + h]
+        _max_into(dst, src[:h], src[h:2 * h])
+        off += h
+        src = dst
+    for j in range(src.size):
+        m = max(m, src[j])
+    return m
+
+
+@njit(cache=True, nogil=True)
+def _softmax_row(row, tmp, z):
+    # row <- exp(row - max(row)) (a NaN max gives NaN rows, as the reference); (sum, max).
+    # z is NaN when the row may hold a NaN or ±inf (0 when finite: the fast path)
     n = row.size
+    if z == 0.0:
+        m = _row_max(row, tmp)
+        _exp_row(row, m)
+        return _row_sum(row), m
     m = -np.inf
     for j in range(n):
         if row[j] > m or row[j] != row[j]:
@@ -67,15 +141,7 @@ def _softmax_row(row):
             tot += row[j]
         return tot, m
     _exp_row(row, m)
-    a0 = a1 = a2 = a3 = 0.0
-    for j in range(0, n - 3, 4):
-        a0 += row[j]
-        a1 += row[j + 1]
-        a2 += row[j + 2]
-        a3 += row[j + 3]
-    for j in range(n - n % 4, n):
-        a0 += row[j]
-    return (a0 + a1) + (a2 + a3), m
+    return _row_sum(row), m
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -91,17 +157,17 @@ def _keys(qi, gi):
 
 
 @njit(cache=True, nogil=True)
-def _scores(s2, b, h, t0, klo, gi, keep, bias, scale, cap, tot):
+def _scores(s2, b, h, t0, klo, gi, keep, bias, scale, cap, tot, tmp):
     # scale, bias, softcap, mask and softmax of each row; False if a hidden key outside
     # [klo, klo + kw) could still get weight (its score would be within 745 of the max)
     mk = gi[16]
     kw = s2.shape[1]
     ok = True
+    plain = mk != 4 and cap <= 0.0
     for i in range(s2.shape[0]):
         qi = t0 + i
         row = s2[i]
-        for j in range(kw):
-            row[j] *= scale
+        z = _scale_row(row, scale)     # NaN only from a scaled score: bias and cap look again
         if mk == 4:
             brow = bias[b, h, qi, klo:klo + kw]
             for j in range(kw):
@@ -118,13 +184,15 @@ def _scores(s2, b, h, t0, klo, gi, keep, bias, scale, cap, tot):
             krow = keep[b, klo:klo + kw]
             for j in range(kw):
                 row[j] = row[j] if krow[j] != 0 else _FILL
-        tot[i], m = _softmax_row(row)
+        if not plain:
+            z = _row_bad(row)
+        tot[i], m = _softmax_row(row, tmp, z)
         ok = ok and (_FILL - m < -745.2 or m != m)
     return ok
 
 
 @njit(cache=True, nogil=True)
-def _tile(w, qb, kb, vb, ob, keep, bias, gi, scale, cap, v_finite, sb, tot):
+def _tile(w, qb, kb, vb, ob, keep, bias, gi, scale, cap, v_finite, sb, tot, tmp):
     # one (batch, head, query tile): scores by BLAS, row softmax, weighted V sum by BLAS.
     # Keys hidden from every row of the tile are skipped when V is finite (0·v = 0).
     nh, nkv, sq, sk, dv, tr = gi[1], gi[2], gi[3], gi[4], gi[6], gi[18]
@@ -142,7 +210,7 @@ def _tile(w, qb, kb, vb, ob, keep, bias, gi, scale, cap, v_finite, sb, tot):
         kw = khi - klo
         s2 = sb[:nt * kw].reshape(nt, kw)
         np.dot(qb[b, h, t0:t0 + nt], kb[b, hk, klo:khi].T, s2)
-        if _scores(s2, b, h, t0, klo, gi, keep, bias, scale, cap, tot) or kw == sk:
+        if _scores(s2, b, h, t0, klo, gi, keep, bias, scale, cap, tot, tmp) or kw == sk:
             break
         klo, khi = 0, sk
     o2 = ob[b, h, t0:t0 + nt]
@@ -159,8 +227,9 @@ def _chunk(c, chunks, qb, kb, vb, ob, keep, bias, gi, scale, cap, v_finite):
     items = gi[0] * gi[1] * ((gi[3] + gi[18] - 1) // gi[18])
     sb = np.empty(gi[18] * gi[4], qb.dtype)
     tot = np.empty(gi[18])
+    tmp = np.empty(gi[4], qb.dtype)
     for w in range(c * items // chunks, (c + 1) * items // chunks):
-        _tile(w, qb, kb, vb, ob, keep, bias, gi, scale, cap, v_finite, sb, tot)
+        _tile(w, qb, kb, vb, ob, keep, bias, gi, scale, cap, v_finite, sb, tot, tmp)
 
 
 @njit(cache=True, nogil=True)
@@ -187,6 +256,17 @@ def _gemm_dtype(g, out_dt: DType) -> type:
     return np.float64 if out_dt is DType.F64 or small else np.float32
 
 
+def _tile_rows(g, code: int) -> int:
+    """Query rows per tile: large tiles amortize each BLAS call's packing of K and V, but a
+    banded mask scores the keys a tile's last row sees for every row of it (waste ∝ rows)."""
+    tile = max(1, min(BAND_ROWS if code in (1, 2) else TILE_ROWS, TILE_ELEMS // max(g.s_k, 1),
+                      g.s_q))
+    while tile > BAND_ROWS and g.batch * g.heads * -(-g.s_q // tile) < (
+            TILES_PER_THREAD * numba_threads()):
+        tile = max(BAND_ROWS, -(-tile // 2))
+    return tile
+
+
 @lowers("Attention", FLOATS, reason="f16/bf16 are read into f32 (or f64) [B, H, S, D] copies")
 def lower_attention(node, ins, ctx) -> Step:
     a = node.attrs
@@ -195,7 +275,7 @@ def lower_attention(node, ins, ctx) -> Step:
     mk = a.mask_kind
     code = MASKS[mk[0] if isinstance(mk, tuple) else mk]
     win = mk[1] if isinstance(mk, tuple) else 0
-    tile = max(1, min(TILE_ROWS, TILE_ELEMS // max(g.s_k, 1), g.s_q))
+    tile = _tile_rows(g, code)
     gi = np.array([g.batch, g.heads, g.kv_heads, g.s_q, g.s_k, g.d, g.dv] + [0] * 9
                   + [code, win, tile], np.int64)
     if a.score_scale is not None:
@@ -235,8 +315,8 @@ def lower_attention(node, ins, ctx) -> Step:
         elif code == 4:    # rounded to the working dtype first, as the reference adds it
             bias = np.ascontiguousarray(np.asarray(mask[0]).astype(wdt), gdt)
         ob = out if same else bufs["o"]
-        blas_serial(fn, qb, kb, vb, ob, keep, bias, gi, scale, cap, bool(np.isfinite(vb).all()),
-                    chunks)
+        v_finite = code not in (1, 2) or bool(np.isfinite(vb).all())   # only masks skip keys
+        blas_serial(fn, qb, kb, vb, ob, keep, bias, gi, gdt(scale), cap, v_finite, chunks)
         if not same:
             with np.errstate(over="ignore"):
                 out[...] = geo.from_bhsd(ob, g)
