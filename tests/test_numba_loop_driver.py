@@ -48,6 +48,16 @@ def _host_only(monkeypatch):
     monkeypatch.setattr(lower_control, "scan_driver", lambda *a: None)
 
 
+def _compiled_like_host(monkeypatch, g, feeds, rtol, atol):
+    """The Scan of ``g`` runs compiled, gives the host loop's bits and the oracle's values."""
+    exe = NB.compile(g)
+    assert _scan_note(exe) == "compiled loop"
+    got = exe.run(feeds)[0]
+    _host_only(monkeypatch)
+    assert got.tobytes() == NB.compile(g).run(feeds)[0].tobytes()
+    np.testing.assert_allclose(got, interpret(g, feeds)[0], rtol=rtol, atol=atol)
+
+
 @pytest.mark.parametrize("traj,checkpoints", [(False, 0), (True, 0), (True, 3)])
 def test_compiled_scan_matches_the_host_loop_bit_for_bit(monkeypatch, traj, checkpoints):
     g, feeds = _rnn(7, 24, traj, checkpoints)
@@ -268,12 +278,7 @@ def test_reductions_softmax_and_cumulative_steps_run_inside_a_compiled_body(monk
     r = np.random.default_rng(5)
     feeds = {"x0": r.standard_normal((3, 5)).astype(F),
              "xs": r.standard_normal((6, 3, 5)).astype(F)}
-    exe = NB.compile(g)
-    assert _scan_note(exe) == "compiled loop"
-    got = exe.run(feeds)[0]
-    _host_only(monkeypatch)
-    assert got.tobytes() == NB.compile(g).run(feeds)[0].tobytes()
-    np.testing.assert_allclose(got, interpret(g, feeds)[0], rtol=1e-5, atol=1e-6)
+    _compiled_like_host(monkeypatch, g, feeds, 1e-5, 1e-6)
 
 
 def test_a_normalized_recurrent_cell_runs_compiled(monkeypatch):
@@ -292,9 +297,4 @@ def test_a_normalized_recurrent_cell_runs_compiled(monkeypatch):
              "g": r.standard_normal(8), "b": r.standard_normal(8),
              "xs": r.standard_normal((5, 2, 8))}
     feeds = {k: v.astype(F) for k, v in feeds.items()}
-    exe = NB.compile(g)
-    assert _scan_note(exe) == "compiled loop"
-    got = exe.run(feeds)[0]
-    _host_only(monkeypatch)
-    assert got.tobytes() == NB.compile(g).run(feeds)[0].tobytes()
-    np.testing.assert_allclose(got, interpret(g, feeds)[0], rtol=1e-4, atol=1e-5)
+    _compiled_like_host(monkeypatch, g, feeds, 1e-4, 1e-5)
