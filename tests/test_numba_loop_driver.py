@@ -298,3 +298,24 @@ def test_a_normalized_recurrent_cell_runs_compiled(monkeypatch):
              "xs": r.standard_normal((5, 2, 8))}
     feeds = {k: v.astype(F) for k, v in feeds.items()}
     _compiled_like_host(monkeypatch, g, feeds, 1e-4, 1e-5)
+
+
+@pytest.mark.parametrize("dt", [DType.BOOL, DType.I16])
+def test_integer_and_bool_bodies_run_compiled(dt):
+    body = rlx_ref.Graph("b")
+    c, t = body.input("c", [2, 3], dt), body.input("t", [3, 2], dt)
+    mx = body.op("Binary", [c, body.op("Reshape", [t], new_shape=(2, 3))], op="Max")
+    body.set_outputs([body.op("Transpose", [body.op("Reshape", [mx], new_shape=(3, 2))],
+                              perm=(1, 0))])
+    g = rlx_ref.Graph("g")
+    x0, xs = g.input("x0", [2, 3], dt), g.input("xs", [4, 3, 2], dt)
+    g.set_outputs([g.op("Scan", [x0, xs], ScanAttrs(body, 4, True, 0, 1, 0),
+                        shape=Shape([4, 2, 3], dt))])
+    r = np.random.default_rng(0)
+    feeds = {"x0": r.integers(0, 2, (2, 3)).astype(dt.np),
+             "xs": r.integers(0, 2, (4, 3, 2)).astype(dt.np)}
+    exe = NB.compile(g)
+    assert _scan_note(exe) == "compiled loop"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.array_equal(exe.run(feeds)[0], interpret(g, feeds)[0])
