@@ -203,3 +203,9 @@ class NumbaExecutable(CompiledGraph, Executable):
         for plan in self._plans.values():
             out.update(plan.kernels)
         return out
+
+    def step_notes(self) -> list:
+        """(node id, kind, note) of every planned step that says how it runs beyond its
+        kernels: "compiled loop" or "host loop (why)" for loops, host copies, ..."""
+        return [(node.id, node.kind, step.note) for plan in self._plans.values()
+                for node, step, _ in plan.steps if step.note]

@@ -18,7 +18,7 @@ import numpy as np
 
 from ...ir.dtype import DType
 from ...ops.opdef import RefCtx, get
-from .loop_driver import scan_driver, while_driver
+from .loop_driver import host_reason, scan_driver, while_driver
 from .lowering import Step, lowers
 
 Source = namedtuple("Source", "name source")      # a body's kernel, for kernel_sources()
@@ -70,7 +70,7 @@ def _while(node, ins, ctx):
         return state[0] if steps else state[0].copy()
     drive = while_driver(cond, body, cap)
     loop = _guarded(node, drive, host_loop)
-    return _loop_step(lambda *carried: loop(carried), k_cond + k_body, drive)
+    return _loop_step(lambda *carried: loop(carried), k_cond + k_body, drive, (cond, body))
 
 
 @lowers("Scan", ANY, reason=BODY_NOTE)
@@ -121,7 +121,7 @@ def _scan(node, ins, ctx):
                 raise ValueError(f"Scan xs #{i} has {x.shape[0]} rows, expected length "
                                  f"{length}")
         return loop(init, list(rest[:nb]), xs)
-    return _loop_step(run, kernels, drive)
+    return _loop_step(run, kernels, drive, (body,))
 
 
 def _guarded(node, compiled, host):
@@ -148,10 +148,13 @@ def _guarded(node, compiled, host):
     return loop
 
 
-def _loop_step(run, kernels: list, drive) -> Step:
-    """The Step of a loop: "compiled loop" with the driver's source, else "host loop"."""
+def _loop_step(run, kernels: list, drive, bodies=()) -> Step:
+    """The Step of a loop: "compiled loop" with the driver's source, else "host loop" and
+    why (the first body step without a compiled form, or a length of 0)."""
     if drive is None:
-        return Step(run, kernels, returns=True, note="host loop")
+        why = next((r for r in map(host_reason, (b.plan for b in bodies)) if r), None)
+        return Step(run, kernels, returns=True,
+                    note=f"host loop ({why})" if why else "host loop")
     return Step(run, kernels + [Source(drive.kernel.name, drive.kernel.source)], returns=True,
                 note="compiled loop")
 
