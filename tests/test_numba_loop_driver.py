@@ -105,17 +105,36 @@ def test_integer_division_by_zero_in_a_compiled_body_names_the_body_node():
 
 
 def test_a_body_with_a_host_step_keeps_the_host_loop():
-    s3 = Shape([3], DType.F32)
-    body = make_body("pick", [s3, s3], lambda b, c, t: add(b, "Gather", get("Gather").attrs(0),
-                                                         c, t))
+    body = rlx_ref.Graph("join")
+    c, t = body.input("c", [3]), body.input("t", [3])
+    body.set_outputs([body.op("Concat", [body.op("Narrow", [c], axis=0, start=1, len=2),
+                                         body.op("Narrow", [t], axis=0, start=0, len=1)],
+                              axis=0)])
     g = single_op_graph("Scan", get("Scan").attrs(body, 2, False, 0, 1, 0),
-                                          (np.zeros(3, F), np.zeros((2, 3), F)), None)
+                        (np.zeros(3, F), np.zeros((2, 3), F)), None)
     exe = NB.compile(g)
-    assert ("Scan", "host loop (%2 (Gather) runs host code)") in \
+    assert ("Scan", "host loop (%4 (Concat) runs host code)") in \
         [(k, note) for _, k, note in exe.step_notes()]
-    xs = np.array([[2, 1, 0], [0, 0, 2]], F)
-    feeds = {"x0": np.array([5, 6, 7], F), "x1": xs}
-    assert np.array_equal(exe.run(feeds)[0], interpret(g, feeds)[0])
+    feeds = {"x0": np.array([5, 6, 7], F), "x1": np.array([[1, 2, 3], [4, 5, 6]], F)}
+    assert exe.run(feeds)[0].tolist() == [7, 1, 4]
+
+
+def test_gathers_run_inside_a_compiled_body_and_bad_indices_name_the_node(monkeypatch):
+    body = rlx_ref.Graph("lookup")
+    c, t = body.input("c", [3]), body.input("t", [3])
+    table = body.op("Reshape", [body.add(c, t)], new_shape=(3, 1))
+    picked = body.op("Gather", [table, c], axis=0)          # f32-encoded indices, as RLX
+    body.set_outputs([body.add(body.op("Reshape", [picked], new_shape=(3,)), t)])
+    g = rlx_ref.Graph("g")
+    x0, xs = g.input("x0", [3]), g.input("xs", [4, 3])
+    g.set_outputs([g.op("Scan", [x0, xs], ScanAttrs(body, 4, True, 0, 1, 0),
+                        shape=Shape([4, 3], DType.F32))])
+    feeds = {"x0": np.array([0, 1, 2], F), "xs": np.zeros((4, 3), F)}
+    _compiled_like_host(monkeypatch, g, feeds, 0, 0)
+    monkeypatch.undo()
+    exe = NB.compile(g)
+    with pytest.raises(RuntimeError, match=r"in @lookup.*index 3 .* out of range"):
+        exe.run({"x0": np.array([0, 1, 3], F), "xs": np.zeros((4, 3), F)})
 
 
 def test_a_body_returning_its_carry_copies_it():

@@ -8,6 +8,8 @@ non-integral or non-finite index anywhere wins over a range error, and for index
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ...ops.opdef import OpError
@@ -48,6 +50,31 @@ def decode_int(idx, sizes, neg_ok, out, bad):
         else:
             out[p] = i + n if i < 0 else i
     return -1
+
+
+@njit(cache=True, nogil=True)
+def _raise_bad(p, bad):
+    # the first problem found raises (compiled code cannot format the oracle's message:
+    # a loop driver replays the loop on the host, whose IndexDecoder words it)
+    for t in range(bad.size):
+        if bad[t] >= 0:
+            raise IndexError("index out of range")
+    if p >= 0:
+        raise ValueError("index is not an integer")
+
+
+@njit(cache=True, nogil=True)
+def decode_float_checked(idx, sizes, neg_ok, out, bad):
+    for t in range(bad.size):
+        bad[t] = -1
+    _raise_bad(decode_float(idx, sizes, neg_ok, out, bad), bad)
+
+
+@njit(cache=True, nogil=True)
+def decode_int_checked(idx, sizes, neg_ok, out, bad):
+    for t in range(bad.size):
+        bad[t] = -1
+    _raise_bad(decode_int(idx, sizes, neg_ok, out, bad), bad)
 '''
 
 _KERNEL = None
@@ -75,6 +102,22 @@ class IndexDecoder:
         self.op, self.cid, self.negative_ok = op, cid, negative_ok
         self.sizes = np.array(sizes, np.int64)
         self.axes = list(axes)
+
+    def jit(self, idx):
+        """(JitCall decoding the index operand ``{1}``, of static Shape ``idx``, into a
+        scratch int64 buffer; that buffer), or None for 16-bit float indices (converted to
+        f32 on the host). Errors raise without the oracle's wording: a loop driver replays
+        its loop on the host to word them."""
+        from .lowering import JitCall
+
+        dt = idx.dtype.np
+        if dt.itemsize < 4 and dt.kind not in "iub":
+            return None
+        k = kernel()
+        fn = k.get("decode_int_checked" if dt.kind in "iub" else "decode_float_checked")
+        out = np.empty(math.prod(idx.dims), np.int64)
+        bad = np.full(self.sizes.size, -1, np.int64)
+        return JitCall(fn, ("{1}.reshape(-1)",), (self.sizes, self.negative_ok, out, bad)), out
 
     def __call__(self, idx: np.ndarray) -> np.ndarray:
         flat = idx.reshape(-1)

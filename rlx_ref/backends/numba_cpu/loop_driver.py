@@ -62,18 +62,23 @@ class _Part:
             self.params.append(self.var(i))
             self.args.append(a)
         self.steps = {node.id for node, _, _ in plan.steps}
-        for j, (node, step, ins) in enumerate(plan.steps):
-            jc, k = step.jit, f"_{tag}k{j}"
-            self.head.append(f"{k} = {_callee(jc.fn)}")
-            names = [f"{tag}c{j}_{c}" for c in range(len(jc.consts))]
-            self.params += names
-            self.args += list(jc.consts)
-            exprs = [t.format(*(self.var(i) for i in ins), out=self.var(node.id),
-                              **{f"c{c}": n for c, n in enumerate(names)}) for t in jc.args]
-            if jc.tail:
-                exprs += names
-            self.calls.append(f"{k}({', '.join(exprs)})  "
-                              f"# %{node.id} {node.kind} of @{plan.graph.name}")
+        n = 0
+        for node, step, ins in plan.steps:
+            calls = step.jit if isinstance(step.jit, tuple) else (step.jit,)
+            for jc in calls:
+                k = f"_{tag}k{n}"
+                self.head.append(f"{k} = {_callee(jc.fn)}")
+                names = [f"{tag}c{n}_{c}" for c in range(len(jc.consts))]
+                n += 1
+                self.params += names
+                self.args += list(jc.consts)
+                exprs = [t.format(*(self.var(i) for i in ins), out=self.var(node.id),
+                                  **{f"c{c}": v for c, v in enumerate(names)})
+                         for t in jc.args]
+                if jc.tail:
+                    exprs += names
+                self.calls.append(f"{k}({', '.join(exprs)})  "
+                                  f"# %{node.id} {node.kind} of @{plan.graph.name}")
 
     def var(self, i: int) -> str:
         return f"{self.tag}{i}"

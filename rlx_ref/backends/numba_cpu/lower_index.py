@@ -20,7 +20,7 @@ from ._index_decode import kernel as decode_kernel
 from ._index_kernels import kernel
 from ._index_map import bits, strides_of
 from .lower_movement import MOVE_DTYPES
-from .lowering import Step, lowers
+from .lowering import JitCall, Step, lowers
 
 SIXTEEN = (DType.F16, DType.BF16)
 SCATTER_NOTE = "f16/bf16 scatter in f32 shadows converted on the host (rounded once)"
@@ -75,7 +75,21 @@ def _gather(node, ins, ctx):
         idx = decode(indices)
         if out.size:
             fn(bits(out), bits(x), idx, outer, n_axis, inner, piece)
-    return Step(run, _kernels())
+    return Step(run, _kernels(), jit=_gather_jit(node, ins, decode, fn,
+                                                 (outer, n_axis, inner, piece)))
+
+
+def _gather_jit(node, ins, decode, fn, extra: tuple):
+    """A gather as compiled calls: decode (and check) the indices into a scratch buffer,
+    then ``fn(out bits, table bits, decoded, *extra)``; None when the host must convert
+    16-bit float indices or there is nothing to move."""
+    dec = decode.jit(ins[1])
+    if dec is None or not math.prod(node.shape.dims):
+        return None
+    call, decoded = dec
+    u = f"np.{_index_map._UINT[node.shape.dtype.size_bytes].__name__}"
+    return call, JitCall(fn, (f"{{out}}.reshape(-1).view({u})", f"{{0}}.reshape(-1).view({u})"),
+                         (decoded, *extra))
 
 
 @lowers("GatherElements", MOVE_DTYPES)
@@ -90,7 +104,7 @@ def _gather_elements(node, ins, ctx):
         idx = decode(indices)
         if out.size:
             fn(bits(out), bits(x), idx, idims, dstrides, ax)
-    return Step(run, _kernels())
+    return Step(run, _kernels(), jit=_gather_jit(node, ins, decode, fn, (idims, dstrides, ax)))
 
 
 @lowers("GatherNd", MOVE_DTYPES)
@@ -109,7 +123,8 @@ def _gather_nd(node, ins, ctx):
         idx = decode(indices)
         if out.size:
             fn(bits(out), bits(x), idx, k, per_batch, batch_stride, dstrides, inner, piece)
-    return Step(run, _kernels())
+    return Step(run, _kernels(), jit=_gather_jit(node, ins, decode, fn, (
+        k, per_batch, batch_stride, dstrides, inner, piece)))
 
 
 # ── scatters ───────────────────────────────────────────────────────────────

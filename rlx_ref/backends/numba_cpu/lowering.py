@@ -63,14 +63,14 @@ class Step:
 
     ``fn`` writes the output buffer in place. When ``returns`` is True it instead returns
     the output array (host steps whose size is only known at run time). ``jit``, when set,
-    is the same work as one call from compiled code.
+    is the same work as calls from compiled code (one JitCall, or a tuple run in order).
     """
 
     fn: Callable
     kernels: list = field(default_factory=list)
     returns: bool = False
     note: str = ""
-    jit: JitCall | None = None
+    jit: JitCall | tuple | None = None
 
 
 @dataclass
