@@ -189,6 +189,12 @@ def kernel():
     return _KERNEL
 
 
+def uint_name(itemsize: int) -> str:
+    """Source name of the unsigned type elements of ``itemsize`` bytes move as (the
+    ``bits`` view inside compiled code)."""
+    return f"np.{_UINT[itemsize].__name__}"
+
+
 def bits(a: np.ndarray) -> np.ndarray:
     """A flat unsigned-integer view of a C-contiguous array (elements as raw bits)."""
     return a.reshape(-1).view(_UINT[a.dtype.itemsize])
@@ -311,7 +317,7 @@ class IndexMap:
 
         if self.size == 0 or self.all_fill:
             return None
-        u = f"np.{_UINT[dtype.itemsize].__name__}"
+        u = uint_name(dtype.itemsize)
         fill = np.zeros(1, _UINT[dtype.itemsize]) if self.fill is None else bits(self.fill)
         fn, last = self._kernel(self.size * dtype.itemsize, dtype.itemsize)
         return JitCall(fn, (f"{{out}}.reshape(-1).view({u})", f"{{0}}.reshape(-1).view({u})"),

@@ -18,7 +18,7 @@ from . import _index_map
 from ._index_decode import IndexDecoder
 from ._index_decode import kernel as decode_kernel
 from ._index_kernels import kernel
-from ._index_map import bits, strides_of
+from ._index_map import bits, strides_of, uint_name
 from .lower_movement import MOVE_DTYPES
 from .lowering import JitCall, Step, lowers
 
@@ -87,7 +87,7 @@ def _gather_jit(node, ins, decode, fn, extra: tuple):
     if dec is None or not math.prod(node.shape.dims):
         return None
     call, decoded = dec
-    u = f"np.{_index_map._UINT[node.shape.dtype.size_bytes].__name__}"
+    u = uint_name(node.shape.dtype.size_bytes)
     return call, JitCall(fn, (f"{{out}}.reshape(-1).view({u})", f"{{0}}.reshape(-1).view({u})"),
                          (decoded, *extra))
 

@@ -18,8 +18,8 @@ from ...ir.dtype import DType
 from ...ops._movement_fill import _mode_name, pad_source
 from ...ops.elementwise import cast_array
 from . import _index_map
-from ._index_map import IndexMap, affine, bits, kernel, strides_of, table
-from .lowering import Step, lowers
+from ._index_map import IndexMap, affine, bits, kernel, strides_of, table, uint_name
+from .lowering import JitCall, Step, lowers
 
 MOVE_DTYPES = tuple(d for d in DType if not d.is_complex)
 
@@ -131,7 +131,11 @@ def _concat(node, ins, ctx):
         for x, off, end in zip(xs, offs[:-1], offs[1:]):
             if end > off and rows:
                 fn(o, bits(x), rows, end - off, total, off, _index_map.CHUNK)
-    return Step(run, [k])
+    u = uint_name(node.shape.dtype.size_bytes)
+    jit = tuple(JitCall(fn, (f"{{out}}.reshape(-1).view({u})", f"{{{i}}}.reshape(-1).view({u})"),
+                        (rows, int(end - off), total, int(off), _index_map.CHUNK))
+                for i, (off, end) in enumerate(zip(offs[:-1], offs[1:])) if end > off and rows)
+    return Step(run, [k], jit=jit or None)
 
 
 @lowers("Trilu", MOVE_DTYPES)
@@ -146,4 +150,7 @@ def _trilu(node, ins, ctx):
     def run(out, x):
         if out.size:
             fn(bits(out), bits(x), nrows, rows, cols, up, diag)
-    return Step(run, [k])
+    u = uint_name(node.shape.dtype.size_bytes)
+    jit = JitCall(fn, (f"{{out}}.reshape(-1).view({u})", f"{{0}}.reshape(-1).view({u})"),
+                  (nrows, rows, cols, up, diag)) if math.prod(dims) else None
+    return Step(run, [k], jit=jit)
