@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from ..layout import strides_of  # noqa: F401 - the movement lowerings read it here
 from .kernels import compile_kernel
 
 PARALLEL_BYTES = 1 << 18        # below this a serial copy beats waking the threads
@@ -198,15 +199,6 @@ def uint_name(itemsize: int) -> str:
 def bits(a: np.ndarray) -> np.ndarray:
     """A flat unsigned-integer view of a C-contiguous array (elements as raw bits)."""
     return a.reshape(-1).view(_UINT[a.dtype.itemsize])
-
-
-def strides_of(dims) -> list:
-    """Row-major element strides."""
-    out, s = [], 1
-    for d in reversed(tuple(dims)):
-        out.append(s)
-        s *= d
-    return out[::-1]
 
 
 # ── axis maps: ("affine", start, stride) or ("table", int64 array; -1 = fill) ──────

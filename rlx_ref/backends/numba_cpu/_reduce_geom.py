@@ -2,17 +2,17 @@
 
 Every kernel of these families sees its input as a C-contiguous ``[outer, K, inner]``
 block: K the reduced (scanned, normalized) extent, ``inner`` the contiguous run after it.
-This file turns a shape and an axis set into that triple, converts 16-bit floats to
+The triple comes from ``backends/layout.py`` (shared with the other backends); this
+file converts 16-bit floats to
 their f32 shadows on the host (Numba has no f16/bf16 arithmetic), and routes 16-bit
 outputs through an f64 buffer rounded once on the host.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ...ir.dtype import DType
+from ..layout import reduce_layout, split3  # noqa: F401 - the family's geometry
 from .ew_codegen import PARALLEL_MIN
 
 SIXTEEN = (DType.F16, DType.BF16)
@@ -20,34 +20,6 @@ SHADOW_NOTE = "f16/bf16 run through f32 shadows converted on the host"
 _SIXTEEN_NP = tuple(d.np for d in SIXTEEN)
 THREADS_TILES = 8            # parallel tiles per thread when a kernel splits rows itself
 TILE = 1024                  # columns per task in the *_cols kernels (f64 acc: 8 KiB)
-
-
-def split3(dims, lo: int, hi: int) -> tuple[int, int, int]:
-    """(outer, K, inner) for the axes ``lo..hi-1`` of ``dims`` (a contiguous range)."""
-    dims = [int(d) for d in dims]
-    return math.prod(dims[:lo]), math.prod(dims[lo:hi]), math.prod(dims[hi:])
-
-
-def reduce_layout(dims, axes) -> tuple[tuple | None, tuple[int, int, int]]:
-    """How to view ``dims`` reduced over ``axes``: (permutation or None, (outer, K, inner)).
-
-    Size-1 axes are dropped first (they do not move memory). When the remaining reduced
-    axes are adjacent, the input is read in place as [outer, K, inner]; otherwise the
-    permutation (kept axes, then reduced axes) must be applied with one copy and the
-    result is [outer, K, 1].
-    """
-    dims = [int(d) for d in dims]
-    red = set(axes)
-    live = [i for i, d in enumerate(dims) if d != 1]
-    pos = [j for j, i in enumerate(live) if i in red]
-    if not pos:
-        return None, (math.prod(dims), 1, 1)
-    if pos[-1] - pos[0] + 1 == len(pos):
-        first, last = live[pos[0]], live[pos[-1]]
-        return None, split3(dims, first, last + 1)
-    kept = [i for i in range(len(dims)) if i not in red]
-    perm = tuple(kept + sorted(red))
-    return perm, (math.prod(dims[i] for i in kept), math.prod(dims[i] for i in red), 1)
 
 
 def shadow(x: np.ndarray) -> np.ndarray:

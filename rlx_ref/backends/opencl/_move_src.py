@@ -14,6 +14,8 @@ from string import Template
 
 import numpy as np
 
+from ..layout import strides_of  # noqa: F401 - the movement lowerings read it here
+
 BITS_TYPE = {1: "uchar", 2: "ushort", 4: "uint", 8: "ulong", 16: "ulong2"}
 BITS_NP = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
@@ -52,15 +54,6 @@ class AxisMap:
     def __init__(self, dim: int, stride: int = 0, table=None):
         self.dim, self.stride = int(dim), int(stride)
         self.table = None if table is None else np.asarray(table, np.int64)
-
-
-def strides_of(dims) -> list:
-    """Row-major element strides of ``dims``."""
-    out, s = [], 1
-    for d in reversed(tuple(dims)):
-        out.append(s)
-        s *= d
-    return out[::-1]
 
 
 def simplify(maps: list) -> list:

@@ -14,6 +14,7 @@ import hashlib
 import math
 
 from ...ir.dtype import DType, int_range
+from ..layout import split3, strides_of  # noqa: F401 - split3: the family's geometry
 from .launch import bind_nd, round_up
 from .lowering import C_TYPE
 
@@ -147,12 +148,6 @@ def launcher(ref, queue, n_items: int, local: int, args: list):
     return bind_nd(ref, queue, (round_up(n_items, local),), (local,), args)
 
 
-def split3(dims, lo: int, hi: int) -> tuple[int, int, int]:
-    """(outer, K, inner) for the axes ``lo..hi-1`` of ``dims`` (a contiguous range)."""
-    dims = [int(d) for d in dims]
-    return math.prod(dims[:lo]), math.prod(dims[lo:hi]), math.prod(dims[hi:])
-
-
 def reduce_layout(dims, axes) -> tuple[tuple[int, int, int] | None, list]:
     """``((outer, K, inner), [])``, or ``(None, runs)`` when the reduced axes are apart."""
     # Size-1 axes are dropped and neighbours that are both reduced or both kept merged.
@@ -160,11 +155,7 @@ def reduce_layout(dims, axes) -> tuple[tuple[int, int, int] | None, list]:
     # the merged runs (size, stride, reduced), outermost first, feed the strided kernel.
     dims = [int(d) for d in dims]
     red = set(axes)
-    strides, acc = [], 1
-    for d in reversed(dims):
-        strides.append(acc)
-        acc *= d
-    strides.reverse()
+    strides = strides_of(dims)
     runs: list[list] = []
     for i, d in enumerate(dims):
         if d == 1:
