@@ -175,6 +175,13 @@ def _scan_rows(a) -> int:
     return k if 0 < k < n else n
 
 
+def scan_kept_steps(a) -> list:
+    """The iterations whose carry a saved trajectory keeps, in row order: every step, or
+    with ``0 < num_checkpoints = K < length`` the K steps ``t·length // K`` (C5)."""
+    k, n = a.num_checkpoints, a.length
+    return [t * n // k for t in range(k)] if 0 < k < n else list(range(n))
+
+
 def _check_scan(shapes, a, out):
     nb, nx = a.num_bcast, a.num_xs
     n = 1 + nb + nx
@@ -219,13 +226,9 @@ def _ref_scan(ctx, init, *rest):
         trajectory.append(carry)
     if not a.save_trajectory:
         return carry
-    rows = range(a.length)
-    if 0 < a.num_checkpoints < a.length:
-        k = a.num_checkpoints
-        rows = [t * a.length // k for t in range(k)]
     if not trajectory:
         return np.zeros((0,) + np.shape(init), ctx.out_np)
-    return np.stack([trajectory[r] for r in rows])
+    return np.stack([trajectory[r] for r in scan_kept_steps(a)])
 
 
 register(OpDef(

@@ -17,6 +17,7 @@ from collections import namedtuple
 import numpy as np
 
 from ...ir.dtype import DType
+from ...ops.control import scan_kept_steps
 from ...ops.opdef import RefCtx, get
 from .loop_driver import host_reason, scan_driver, while_driver
 from .lowering import Step, lowers
@@ -78,9 +79,7 @@ def _scan(node, ins, ctx):
     a = node.attrs
     body, kernels = compile_body(ctx, a.body)
     length, nb = a.length, a.num_bcast
-    keep = list(range(length))
-    if 0 < a.num_checkpoints < length:
-        keep = [t * length // a.num_checkpoints for t in range(a.num_checkpoints)]
+    keep = scan_kept_steps(a)
     row_of = {t: r for r, t in enumerate(keep)}
     dims, dtype = tuple(node.shape.dims), node.shape.dtype.np
 

@@ -8,6 +8,7 @@ are fresh device arrays, so a loop can feed them back as the next iteration's in
 from __future__ import annotations
 
 from ...ir.dtype import DType
+from ...ops.control import scan_kept_steps
 from .device import copy_device, device_dtype
 from .lowering import Step, lowers
 
@@ -59,10 +60,7 @@ def _scan(node, ins, ctx):
     a = node.attrs
     body = _body(ctx, a.body)
     length, nb = a.length, a.num_bcast
-    keep = list(range(length))
-    if 0 < a.num_checkpoints < length:
-        keep = [t * length // a.num_checkpoints for t in range(a.num_checkpoints)]
-    row_of = {t: r for r, t in enumerate(keep)}
+    row_of = {t: r for r, t in enumerate(scan_kept_steps(a))}
     out_numel = node.shape.numel
     row_sizes = [ins[1 + nb + i].numel // max(length, 1) for i in range(len(ins) - 1 - nb)]
     dtype = device_dtype(node.shape.dtype)

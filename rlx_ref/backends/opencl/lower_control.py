@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir.dtype import DType
+from ...ops.control import scan_kept_steps
 from . import memory
 from .lowering import Step, lowers
 
@@ -104,10 +105,7 @@ def _while(node, ins, ctx):
 
 def _scan_rows(a) -> dict:
     """Trajectory row of each kept step (every step unless checkpointed)."""
-    keep = list(range(a.length))
-    if 0 < a.num_checkpoints < a.length:
-        keep = [t * a.length // a.num_checkpoints for t in range(a.num_checkpoints)]
-    return {t: r for r, t in enumerate(keep)}
+    return {t: r for r, t in enumerate(scan_kept_steps(a))}
 
 
 @lowers("Scan", ANY, reason=BODY_NOTE)
