@@ -49,6 +49,16 @@ def _host_only(monkeypatch):
     monkeypatch.setattr(lower_control, "scan_driver", lambda *a: None)
 
 
+def _scan_over(body, steps: int, carry: list, row: list, dt=DType.F32):
+    """Graph @g: a Scan of ``body`` from Input x0 (``carry``) over the ``steps`` rows of
+    Input xs (``row`` each), keeping every carry."""
+    g = rlx_ref.Graph("g")
+    x0, xs = g.input("x0", carry, dt), g.input("xs", [steps, *row], dt)
+    g.set_outputs([g.op("Scan", [x0, xs], ScanAttrs(body, steps, True, 0, 1, 0),
+                        shape=Shape([steps, *carry], dt))])
+    return g
+
+
 def _compiled_like_host(monkeypatch, g, feeds, rtol, atol):
     """The Scan of ``g`` runs compiled, gives the host loop's bits and the oracle's values."""
     exe = NB.compile(g)
@@ -123,10 +133,7 @@ def test_concat_and_trilu_run_inside_a_compiled_body(monkeypatch):
     joined = body.op("Concat", [body.op("Narrow", [c], axis=1, start=1, len=2),
                                 body.op("Narrow", [t], axis=1, start=0, len=1)], axis=1)
     body.set_outputs([body.add(body.op("Trilu", [joined], upper=True, diagonal=0), t)])
-    g = rlx_ref.Graph("g")
-    x0, xs = g.input("x0", [2, 3]), g.input("xs", [3, 2, 3])
-    g.set_outputs([g.op("Scan", [x0, xs], ScanAttrs(body, 3, True, 0, 1, 0),
-                        shape=Shape([3, 2, 3], DType.F32))])
+    g = _scan_over(body, 3, [2, 3], [2, 3])
     feeds = {"x0": np.arange(6, dtype=F).reshape(2, 3),
              "xs": np.arange(18, dtype=F).reshape(3, 2, 3)}
     _compiled_like_host(monkeypatch, g, feeds, 0, 0)
@@ -138,10 +145,7 @@ def test_gathers_run_inside_a_compiled_body_and_bad_indices_name_the_node(monkey
     table = body.op("Reshape", [body.add(c, t)], new_shape=(3, 1))
     picked = body.op("Gather", [table, c], axis=0)          # f32-encoded indices, as RLX
     body.set_outputs([body.add(body.op("Reshape", [picked], new_shape=(3,)), t)])
-    g = rlx_ref.Graph("g")
-    x0, xs = g.input("x0", [3]), g.input("xs", [4, 3])
-    g.set_outputs([g.op("Scan", [x0, xs], ScanAttrs(body, 4, True, 0, 1, 0),
-                        shape=Shape([4, 3], DType.F32))])
+    g = _scan_over(body, 4, [3], [3])
     feeds = {"x0": np.array([0, 1, 2], F), "xs": np.zeros((4, 3), F)}
     _compiled_like_host(monkeypatch, g, feeds, 0, 0)
     monkeypatch.undo()
@@ -287,10 +291,7 @@ def test_movement_steps_run_inside_a_compiled_body(monkeypatch):
     flat = body.op("Reshape", [body.add(c, moved)], new_shape=(6,))
     body.set_outputs([body.op("Reshape", [body.op("Reverse", [flat], axes=(0,))],
                               new_shape=(2, 3))])
-    g = rlx_ref.Graph("g")
-    x0, xs = g.input("x0", [2, 3]), g.input("xs", [4, 3, 2])
-    g.set_outputs([g.op("Scan", [x0, xs], ScanAttrs(body, 4, True, 0, 1, 0),
-                        shape=Shape([4, 2, 3], DType.F32))])
+    g = _scan_over(body, 4, [2, 3], [3, 2])
     feeds = {"x0": np.arange(6, dtype=F).reshape(2, 3),
              "xs": np.arange(24, dtype=F).reshape(4, 3, 2)}
     exe = NB.compile(g)
@@ -305,10 +306,7 @@ def test_reductions_softmax_and_cumulative_steps_run_inside_a_compiled_body(monk
     mean = body.op("Reduce", [p], op="Mean", axes=(1,), keep_dim=True)
     run = body.op("Cumsum", [body.sub(p, mean)], axis=0, exclusive=False)
     body.set_outputs([run])
-    g = rlx_ref.Graph("g")
-    x0, xs = g.input("x0", [3, 5]), g.input("xs", [6, 3, 5])
-    g.set_outputs([g.op("Scan", [x0, xs], ScanAttrs(body, 6, True, 0, 1, 0),
-                        shape=Shape([6, 3, 5], DType.F32))])
+    g = _scan_over(body, 6, [3, 5], [3, 5])
     r = np.random.default_rng(5)
     feeds = {"x0": r.standard_normal((3, 5)).astype(F),
              "xs": r.standard_normal((6, 3, 5)).astype(F)}
@@ -341,10 +339,7 @@ def test_integer_and_bool_bodies_run_compiled(dt):
     mx = body.op("Binary", [c, body.op("Reshape", [t], new_shape=(2, 3))], op="Max")
     body.set_outputs([body.op("Transpose", [body.op("Reshape", [mx], new_shape=(3, 2))],
                               perm=(1, 0))])
-    g = rlx_ref.Graph("g")
-    x0, xs = g.input("x0", [2, 3], dt), g.input("xs", [4, 3, 2], dt)
-    g.set_outputs([g.op("Scan", [x0, xs], ScanAttrs(body, 4, True, 0, 1, 0),
-                        shape=Shape([4, 2, 3], dt))])
+    g = _scan_over(body, 4, [2, 3], [3, 2], dt)
     r = np.random.default_rng(0)
     feeds = {"x0": r.integers(0, 2, (2, 3)).astype(dt.np),
              "xs": r.integers(0, 2, (4, 3, 2)).astype(dt.np)}
