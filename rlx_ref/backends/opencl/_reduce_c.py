@@ -205,6 +205,19 @@ def unroll(text: str, nv: int) -> str:
     return "\n".join(out)
 
 
+def template_source(prefix: str, templates: dict, kernel: str, defs: dict,
+                    wg: int = 0) -> tuple[str, str]:
+    """(name, source) of ``templates[kernel]`` rendered with ``defs``: ``rows_gpu`` gets
+    its work-group size (WG), ``cols_cpu`` its column block (CB; the ``@j`` lines unrolled
+    for the accumulator type ``defs["ACC"]``)."""
+    extra = {"WG": str(wg)} if kernel == "rows_gpu" else {}
+    text = templates[kernel]
+    if kernel == "cols_cpu":
+        nv = block_vectors(defs["ACC"])
+        extra, text = {"CB": str(VEC * nv)}, unroll(text, nv)
+    return render(f"{prefix}_{kernel}", {**defs, **extra}, text)
+
+
 def block_vectors(ct: str) -> int:
     """Vectors per column block of the CPU column kernels (accumulators of type ``ct``)."""
     # 64 columns of 4-byte accumulators, 32 of 8-byte ones: what 16 AVX registers hold

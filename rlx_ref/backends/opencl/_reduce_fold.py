@@ -20,18 +20,15 @@ import numpy as np
 from ...ir.dtype import DType
 from ._reduce_c import (
     BUFFER,
-    VEC,
-    block_vectors,
     compute_type,
     highest,
     lanes,
     load,
     load_vec,
     lowest,
-    render,
     store,
     store_vec,
-    unroll,
+    template_source,
 )
 
 ACC_NP = {"float": np.float32, "double": np.float64, "long": np.int64, "ulong": np.uint64}
@@ -202,9 +199,4 @@ _TEMPLATES = {"rows_cpu": _ROWS_CPU, "rows_gpu": _ROWS_GPU, "combine": _COMBINE,
 
 def source(kernel: str, defs: dict, wg: int = 0) -> tuple[str, str]:
     """(name, source) of the Reduce kernel ``kernel`` with the op's ``defs``."""
-    extra = {"WG": str(wg)} if kernel == "rows_gpu" else {}
-    text = _TEMPLATES[kernel]
-    if kernel == "cols_cpu":
-        nv = block_vectors(defs["ACC"])
-        extra, text = {"CB": str(VEC * nv)}, unroll(text, nv)
-    return render(f"reduce_{kernel}", {**defs, **extra}, text)
+    return template_source("reduce", _TEMPLATES, kernel, defs, wg)

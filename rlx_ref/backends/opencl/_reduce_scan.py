@@ -21,16 +21,13 @@ from __future__ import annotations
 from ...ir.dtype import DType
 from ._reduce_c import (
     BUFFER,
-    VEC,
-    block_vectors,
     compute_type,
     load,
     load_vec,
     lowest,
-    render,
     store,
     store_vec,
-    unroll,
+    template_source,
 )
 
 _COMB = {   # (scalar, vector)
@@ -187,9 +184,4 @@ _TEMPLATES = {"lines": _LINES, "cols_cpu": _COLS_CPU, "seg_total": _SEG_TOTAL,
 
 def source(kernel: str, defs: dict, wg: int = 0) -> tuple[str, str]:
     """(name, source) of the scan kernel ``kernel`` with the scan's ``defs``."""
-    extra = {"WG": str(wg)} if kernel == "rows_gpu" else {}
-    text = _TEMPLATES[kernel]
-    if kernel == "cols_cpu":
-        nv = block_vectors(defs["ACC"])
-        extra, text = {"CB": str(VEC * nv)}, unroll(text, nv)
-    return render(f"scan_{kernel}", {**defs, **extra}, text)
+    return template_source("scan", _TEMPLATES, kernel, defs, wg)
