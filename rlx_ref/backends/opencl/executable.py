@@ -91,7 +91,7 @@ class Plan:
         """Allocate buffers (liveness reuse) and bind every step (builds the program)."""
         if self._launchers is not None:
             return
-        rt, nodes = self.rt, self.graph.nodes
+        rt = self.rt
         env = dict(self.const)
         for n in self.inputs + self.params:
             env[n.id] = memory.empty(rt.context, n.shape.dims, n.shape.dtype.np)
