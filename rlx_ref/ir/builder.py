@@ -69,28 +69,42 @@ def encode_literal(value, dtype: DType) -> bytes:
     return np.array(value, dtype.np).tobytes()
 
 
+def _node_id(ref, where: str) -> int:
+    """A node id from an int or a DSL node; a float or other value is an error, not a cast."""
+    ref = getattr(ref, "id", ref)
+    if isinstance(ref, bool) or not isinstance(ref, (int, np.integer)):
+        raise BuildError(f"{where}: operand {ref!r} is not a node id (an int, or a DSL Node); "
+                         "make a literal with constant() first")
+    return int(ref)
+
+
 class BuilderMethods:
     """Mixed into ``Graph``: every method appends a node and returns its id."""
 
     # ── the generic entry point ────────────────────────────────────────────
-    def op(self, kind: str, inputs=(), payload=None, *, shape: Shape | None = None,
+    def op(self, kind: str, inputs=(), payload=None, /, *, shape: Shape | None = None,
            label: str | None = None, **fields) -> int:
         """Append ``kind`` with ``payload`` (an attrs object) or its ``fields`` as keywords.
 
         The shape is inferred unless ``shape`` is given.
 
         ``label`` is the node's optional debug name (``#"label"`` in the text form).
+        ``kind``, ``inputs`` and ``payload`` are positional-only so that a payload field
+        may be called ``kind`` (Pool's). Field names and op-name strings may be pyrlx's
+        (``op="add"``, ``op="<"``; see ``pyrlx_names``).
         """
         from ..ops.opdef import OpError, get
+        from .pyrlx_names import normalize_fields
 
         d = get(kind)
         attrs = payload
         if attrs is None and (fields or d.payload != "unit"):
+            fields = normalize_fields(kind, d.attrs, fields)
             try:
                 attrs = d.make_attrs(**fields)
             except OpError as e:
                 raise BuildError(f"cannot build {kind}: {e}") from None
-        ids = [int(getattr(i, "id", i)) for i in inputs]
+        ids = [_node_id(i, kind) for i in inputs]
         for i in ids:
             if not 0 <= i < len(self.nodes):
                 raise BuildError(f"{kind}: operand %{i} does not exist in @{self.name}")
@@ -136,7 +150,20 @@ class BuilderMethods:
                        shape=Shape(arr.shape, dt))
 
     def set_outputs(self, outputs) -> None:
-        self.outputs = [int(getattr(o, "id", o)) for o in outputs]
+        """The graph's results, in order (node ids or DSL nodes)."""
+        ids = [_node_id(o, "set_outputs") for o in outputs]
+        bad = [i for i in ids if not 0 <= i < len(self.nodes)]
+        if bad:
+            raise BuildError(f"set_outputs: %{bad[0]} does not exist in @{self.name} "
+                             f"({len(self.nodes)} nodes)")
+        self.outputs = ids
+
+    def __getattr__(self, name):
+        from .pyrlx_names import unknown_method
+
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise unknown_method(type(self).__name__, name, dir(type(self)))
 
     def shape_of(self, nid) -> tuple[list, str]:
         """pyrlx's ``shape_of``: (dims, dtype display name)."""
@@ -220,10 +247,13 @@ def _generic_method(kind: str):
 
 
 def install_registry_methods(cls) -> None:
-    """Add one snake_case method per registered kind (and per activation/comparison)."""
+    """Add pyrlx's methods, then one snake_case method per registered kind (and per
+    activation/comparison) that no earlier method already names."""
     from ..ops.elementwise import ACTIVATIONS, COMPARES
     from ..ops.opdef import all_opdefs
+    from .pyrlx_names import install_pyrlx_methods
 
+    install_pyrlx_methods(cls)
     for d in all_opdefs():
         if not hasattr(cls, snake(d.kind)):
             setattr(cls, snake(d.kind), _generic_method(d.kind))

@@ -162,36 +162,97 @@ class Node:
         f = f if f is not None else ref._lift(on_false)
         return self.builder._wrap(self.builder.graph.where_(self.id, t.id, f.id))
 
+    where_ = where      # pyrlx's spelling
+
+    def __index__(self) -> int:
+        """The node id, as pyrlx's Node gives it (``int(x)``)."""
+        return self.id
+
+    __int__ = __index__
+
     def __getattr__(self, name):
         return _method(self, name)
 
 
 def _method(node: Node, name: str):
-    """``x.relu()``, ``x.layer_norm(g, b, eps=...)``: any activation or registry kind."""
+    """``x.relu()``, ``x.layer_norm(g, b, eps=...)``, ``x.narrow(0, 2, 5)``: any activation,
+    pyrlx method (``pyrlx_names.METHODS``) or registry kind, with ``node`` first."""
     from ..ops.elementwise import ACTIVATIONS
     from ..ops.opdef import all_opdefs
+    from .pyrlx_names import METHODS, unknown_method
 
+    if name.startswith("__"):
+        raise AttributeError(name)
     for k in ACTIVATIONS:
         if snake(k) == name:
             return lambda: node.activation(k)
-    for d in all_opdefs():
-        if snake(d.kind) == name:
-            def call(*others, shape=None, **fields):
-                ids = [node.id] + [node._lift(o).id for o in others]
-                return node.builder._wrap(
-                    node.builder.graph.op(d.kind, ids, shape=shape, **fields))
-            return call
-    raise AttributeError(f"Node has no method {name!r}")
+    known = set(METHODS) | {snake(d.kind) for d in all_opdefs()}
+    if name not in known:
+        raise unknown_method("Node", name, known | set(dir(Node)) |
+                             {snake(k) for k in ACTIVATIONS})
+
+    def call(*args, **kwargs):
+        return node.builder._call(name, (node,) + args, kwargs, lift_all=name not in METHODS)
+    return call
 
 
 class GraphBuilder:
-    """The object bound by ``with rlx_ref.graph(name) as g``; wraps a ``Graph``."""
+    """The object bound by ``with rlx_ref.graph(name) as g``; wraps a ``Graph``.
+
+    ``g.outputs = [y]`` (pyrlx's spelling) sets the outputs like ``g.output(y)``; any other
+    unknown attribute assignment raises rather than being silently kept.
+    """
+
+    __slots__ = ("graph",)
 
     def __init__(self, name: str):
         self.graph = Graph(name)
 
     def _wrap(self, nid: int) -> Node:
         return Node(self, nid)
+
+    @property
+    def raw(self) -> Graph:
+        """pyrlx's name for the graph being built (``g.graph``)."""
+        return self.graph
+
+    @property
+    def outputs(self) -> list:
+        """The outputs set so far, as nodes."""
+        return [Node(self, i) for i in self.graph.outputs]
+
+    @outputs.setter
+    def outputs(self, nodes) -> None:
+        if isinstance(nodes, Node):
+            nodes = [nodes]
+        self.graph.set_outputs([self._own(n).id for n in nodes])
+
+    def _own(self, n) -> Node:
+        if not isinstance(n, Node):
+            raise BuildError(f"outputs must be Nodes of this graph, got {type(n).__name__} "
+                             f"{n!r}")
+        if n.builder is not self:
+            raise BuildError(f"%{n.id} belongs to another graph")
+        return n
+
+    def _call(self, name: str, args, kwargs, lift_all: bool = False):
+        """``graph.<name>(*args)`` with Nodes unwrapped and Python scalars at operand
+        positions made rank-0 Constants of the first Node's dtype (as pyrlx's DSL does)."""
+        from .pyrlx_names import SCALAR_OPERANDS
+
+        fn = getattr(self.graph, name)
+        where = SCALAR_OPERANDS.get(name, ())
+        hint = next((a.dtype for a in args if isinstance(a, Node)), None)
+        out = []
+        for i, a in enumerate(args):
+            lift = lift_all or i in where
+            if lift and isinstance(a, (bool, int, float, np.generic)) and hint is not None:
+                a = self.scalar(a, hint)
+            out.append(_unwrap(a))
+        res = fn(*out, **{k: _unwrap(v) for k, v in kwargs.items()})
+        if isinstance(res, tuple) and res and all(isinstance(r, int) for r in res):
+            return tuple(self._wrap(r) for r in res)
+        return self._wrap(res) if isinstance(res, int) else res
 
     def input(self, name, shape, dtype="f32") -> Node:
         return self._wrap(self.graph.input(name, shape, dtype))
@@ -214,20 +275,30 @@ class GraphBuilder:
         """Set the graph's outputs (in order)."""
         self.graph.set_outputs([n.id for n in nodes])
 
-    def op(self, kind, *inputs, shape=None, **fields) -> Node:
-        return self._wrap(self.graph.op(kind, [i.id for i in inputs], shape=shape, **fields))
+    def op(self, kind, /, *inputs, shape=None, **fields) -> Node:
+        return self._wrap(self.graph.op(kind, [_unwrap(i) for i in inputs], shape=shape,
+                                        **fields))
 
     def where(self, cond: Node, on_true, on_false) -> Node:
         return cond.where(on_true, on_false)
 
     def __getattr__(self, name):
         fn = getattr(self.graph, name)
+        if not callable(fn):
+            return fn
 
         def call(*args, **kwargs):
-            args = [a.id if isinstance(a, Node) else a for a in args]
-            res = fn(*args, **kwargs)
-            return self._wrap(res) if isinstance(res, int) else res
+            return self._call(name, args, kwargs)
         return call
+
+
+def _unwrap(v):
+    """Node handles (also inside lists, as concat takes them) -> node ids."""
+    if isinstance(v, Node):
+        return v.id
+    if isinstance(v, (list, tuple)):
+        return type(v)(_unwrap(x) for x in v)
+    return v
 
 
 @contextlib.contextmanager

@@ -191,7 +191,7 @@ def _install_builder():
     from .builder import BuilderMethods
 
     for name, fn in vars(BuilderMethods).items():
-        if not name.startswith("__"):
+        if not name.startswith("__") or name == "__getattr__":
             setattr(Graph, name, fn)
 
 
