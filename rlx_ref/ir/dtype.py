@@ -170,3 +170,42 @@ def scalar_constant_bytes(value: float, dtype: DType) -> bytes:
     if dtype is DType.BOOL:
         return bytes([1 if value else 0])
     return np.array(value, dtype=dtype.np).tobytes()
+
+
+def cast_checked(values, dtype: DType) -> np.ndarray:
+    """``values`` (array-like) as ``dtype``, refusing any value the dtype cannot hold.
+
+    Integer targets need integral values in range; bool needs 0/1; an integer source to a
+    float target must be exact; a float source to a narrower float may round but must not
+    overflow to infinity. ValueError names the first offending value.
+    """
+    src = np.asarray(values)
+    if src.dtype == dtype.np:
+        return src
+    if src.dtype.kind not in "biufc" and src.dtype != ml_dtypes.bfloat16:
+        raise ValueError(f"values of numpy dtype {src.dtype} are not numbers")
+    if src.dtype.kind == "c" and not dtype.is_complex:
+        raise ValueError(f"complex values cannot become {dtype}")
+    wide = src.astype(np.complex128 if src.dtype.kind == "c" else np.float64)
+    if dtype.is_bool:
+        bad = (wide != 0) & (wide != 1)
+        why = "is not 0/1 (bool)"
+    elif dtype.is_int:
+        lo, hi = int_range(dtype)
+        bad = ~np.isfinite(wide) | (wide != np.round(wide)) | (wide < lo) | (wide > hi)
+        why = f"is not an integer in [{lo}, {hi}] ({dtype})"
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = src.astype(dtype.np)
+        if src.dtype.kind in "biu":
+            bad = out.astype(np.float64) != wide
+            why = f"is not exact in {dtype}"
+        else:
+            bad = np.isfinite(wide) & ~np.isfinite(out)
+            why = f"overflows {dtype}"
+        if not bad.any():
+            return out
+    if bad.any():
+        first = src.reshape(-1)[int(np.argmax(bad.reshape(-1)))]
+        raise ValueError(f"value {first.item()!r} {why}")
+    return src.astype(dtype.np)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..interpret import Interpreter
-from ..ir.dtype import DType
+from ..ir.dtype import DType, cast_checked
 from ..ir.graph import Graph
 from ..ir.shape import Dyn
 from ..ir.verify import verify_or_raise
@@ -80,13 +80,38 @@ class CompiledGraph:
         return list(self._params_decl)
 
     def set_param(self, name: str, data) -> None:
-        """Bind a weight; its shape and dtype must match the Param's declaration."""
+        """Bind a weight: an array of the Param's shape and dtype, or (pyrlx's form) a flat
+        buffer of its element count, reshaped. A list or tuple carries no dtype of its own
+        and is converted to the Param's, refusing values the dtype cannot hold; a numpy
+        array must already have the Param's dtype."""
+        decl = self._param_decl(name)
+        arr = _as_param_array(name, data, decl)
+        self._check(name, arr, decl, "param", {})
+        self._params[name] = arr
+
+    def set_param_typed(self, name: str, data: bytes, dtype: str) -> None:
+        """pyrlx's typed upload: the Param's values as raw little-endian bytes of ``dtype``
+        (which must be the Param's dtype), flat or in any layout of its element count."""
+        decl = self._param_decl(name)
+        try:
+            dt = DType.parse(str(dtype))
+        except ValueError as e:
+            raise SessionError(f"set_param_typed({name!r}): {e}") from None
+        if dt != decl.dtype:
+            raise SessionError(f"set_param_typed({name!r}): dtype {dt}, but the param is "
+                               f"declared {decl}")
+        raw = bytes(data)
+        if len(raw) % dt.size_bytes:
+            raise SessionError(f"set_param_typed({name!r}): {len(raw)} bytes is not a whole "
+                               f"number of {dt} elements ({dt.size_bytes} bytes each)")
+        # RLX's buffers are little-endian, as numpy's native order on every supported host
+        self.set_param(name, np.frombuffer(raw, dt.np).copy())
+
+    def _param_decl(self, name: str):
         if name not in self._params_decl:
             raise SessionError(f"graph @{self.graph.name} has no param {name!r}; params: "
                                f"{', '.join(self._params_decl) or '(none)'}")
-        arr = np.asarray(data)
-        self._check(name, arr, self._params_decl[name], "param", {})
-        self._params[name] = arr
+        return self._params_decl[name]
 
     def run(self, inputs: dict) -> list:
         """Outputs (list of arrays) for ``{input name: array}``."""
@@ -151,3 +176,25 @@ class CompiledGraph:
 
     def __repr__(self) -> str:
         return f"<CompiledGraph @{self.graph.name} on {self.device}>"
+
+
+def _as_param_array(name: str, data, decl) -> np.ndarray:
+    """``data`` as an array for Param ``decl``: lists converted with checks, flat reshaped."""
+    if isinstance(data, (list, tuple)):
+        try:
+            arr = cast_checked(data, decl.dtype)
+        except (ValueError, OverflowError) as e:
+            raise SessionError(f"param {name!r} ({decl}): {e}") from None
+    else:
+        arr = np.asarray(data)
+        if arr.dtype != decl.dtype.np and arr.dtype.kind in "biufcV":
+            raise SessionError(f"param {name!r} has dtype {arr.dtype}, expected {decl.dtype} "
+                               f"(convert the array, or pass a list: lists convert with "
+                               "range checks)")
+    if decl.is_static and arr.ndim == 1 and decl.rank != 1:
+        if arr.size != decl.numel:
+            raise SessionError(f"param {name!r} got a flat buffer of {arr.size} values, "
+                               f"expected {decl.dims_text()} ({decl.numel} values flat, or an "
+                               "array of that shape)")
+        arr = arr.reshape(decl.dims)
+    return arr
