@@ -112,12 +112,31 @@ CASES = [
      lambda g, x, w: g.op("MatMul", [x, w], shape=Shape([3, 5], rlx_ref.DType.F32))),
     ("dense_solve", SOLVE, lambda g, a, b: g.dense_solve(a, b, [3], "f64"),
      lambda g, a, b: g.op("DenseSolve", [a, b])),
+    # rlx_ref's own calls under names pyrlx also uses keep working
+    ("own conv_transpose2d", [NCHW[0], ("param", "w", [4, 2, 2, 2], F)],
+     lambda g, x, w: g.conv_transpose2d(x, w, kernel_size=(2, 2), stride=(2, 2)),
+     lambda g, x, w: g.op("ConvTranspose2d", [x, w], kernel_size=(2, 2), stride=(2, 2))),
+    ("own attention", QKV,
+     lambda g, q, k, v: g.attention(q, k, v, num_heads=2, head_dim=8, v_head_dim=8),
+     lambda g, q, k, v: g.op("Attention", [q, k, v], num_heads=2, head_dim=8, v_head_dim=8,
+                             mask_kind="None")),
+    ("custom_fn list and own", [("in", "x", [2], F)],
+     lambda g, x: [g.custom_fn([x], _relu_body()), g.custom_fn(x, fwd_body=_relu_body(),
+                                                                vjp_body=None, jvp_body=None)],
+     lambda g, x: [g.op("CustomFn", [x], fwd_body=_relu_body(), vjp_body=None, jvp_body=None,
+                        num_inputs=1) for _ in range(2)]),
     ("pool kind=", [("in", "x", [1, 2, 4, 4], F)],
      lambda g, x: [g.pool(x, kind="max", kernel_size=[2, 2], stride=[2, 2]),
                    g.pool(x, kind="Mean", kernel_size=[2, 2])],
      lambda g, x: [g.op("Pool", [x], kind="Max", kernel_size=(2, 2), stride=(2, 2)),
                    g.op("Pool", [x], kind="Mean", kernel_size=(2, 2))]),
 ]
+
+
+def _relu_body() -> Graph:
+    body = Graph("fwd")
+    body.set_outputs([body.relu(body.input("x0", [2]))])
+    return body
 
 
 def _leaves(g: Graph, leaves):
@@ -265,9 +284,13 @@ def _g23():
      r"Causal \(causal\).*SlidingWindow\(n\) \(sliding:n\)"),
     (lambda g, a, b: g.op("Attention", [a, a, a], num_heads=1, head_dim=3,
                           mask_kind="sliding:x"), BuildError, "integer after ':'"),
-    (lambda g, a, b: g.conv2d(a, b, [3, 3]), BuildError,
-     r"missing 'stride'; usage: conv2d\(input, weight, kernel_size, stride, padding, "
+    (lambda g, a, b: g.conv2d(a, b), BuildError,
+     r"missing 'kernel_size'; usage: conv2d\(input, weight, kernel_size, stride, padding, "
      r"dilation, groups=1\)"),
+    (lambda g, a, b: g.group_norm(a, b, b), BuildError,
+     r"missing 'num_groups'; usage: group_norm\(input, gamma, beta, num_groups, eps=1e-05\)"),
+    (lambda g, a, b: g.narrow(a, 0, 0), BuildError, "missing 'length'"),
+    (lambda g, a, b: g.matmul_with_shape(a, b), BuildError, "needs out_shape and dtype"),
     (lambda g, a, b: g.narrow(a, 0, 0, 1, 7), BuildError,
      r"at most 3; usage: narrow\(x, axis, start, length\)"),
     (lambda g, a, b: g.narrow(a, 0, 0, length=1, len=1), BuildError, "name the same field"),
@@ -286,3 +309,17 @@ def test_dsl_bad_node_method_suggests():
     with pytest.raises(AttributeError, match="did you mean narrow"):
         with rlx_ref.graph("n") as g:
             g.input("x", [2]).narow(0, 0, 1)
+
+
+def test_payload_field_called_kind_builds_in_graph_and_dsl():
+    # Pool's payload has a field named `kind`; the builder's own kind is positional-only
+    with rlx_ref.graph("pool") as g:
+        x = g.input("x", [1, 1, 4, 4])
+        a = g.op("Pool", x, kind="Max", kernel_size=[2, 2], stride=[2, 2])
+        b = g.pool(x, kind="max", kernel_size=[2, 2], stride=[2, 2])
+        c = x.pool(kind="Sum", kernel_size=[4, 4])
+        g.outputs = [a, b, c]
+    xv = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+    a, b, c = Session().compile(g.graph).run({"x": xv})
+    assert a.tolist() == b.tolist() == [[[[5, 7], [13, 15]]]]
+    assert c.reshape(-1).tolist() == [120]

@@ -107,8 +107,6 @@ def normalize_fields(kind: str, attrs_cls, fields: dict) -> dict:
 
 
 # ── methods ─────────────────────────────────────────────────────────────────────
-REQUIRED = object()
-
 
 @dataclasses.dataclass(frozen=True)
 class Sig:
@@ -206,9 +204,11 @@ def bind(name: str, sig: Sig, args: tuple, kwargs: dict):
     usage = f"{sig.text(name)} (pyrlx), or operands then {sig.kind}'s fields as keywords"
     args, kwargs = list(args), dict(kwargs)
     if sig.operand_list:
-        if not args:
-            raise BuildError(f"{name}: missing the operand list; usage: {usage}")
-        operands = list(args.pop(0))
+        # pyrlx passes one list; rlx_ref's own form passes the operands one by one
+        if args and isinstance(args[0], (list, tuple)):
+            operands = list(args.pop(0))
+        else:
+            operands, args = args, []
     else:
         n = min(len(args), len(sig.operands))
         operands, args = args[:n], args[n:]
@@ -233,14 +233,26 @@ def bind(name: str, sig: Sig, args: tuple, kwargs: dict):
         if k in fields:
             raise BuildError(f"{name}: {k!r} given twice (by position and keyword)")
         fields[k] = v
+    has_default = _defaulted_fields(sig.kind)
     for p in sig.params:
         if not isinstance(p, str):
             fields.setdefault(p[0], p[1])
-        elif p not in fields and FIELD_ALIASES.get((sig.kind, p), p) not in fields:
+            continue
+        real = FIELD_ALIASES.get((sig.kind, p), p)
+        if p not in fields and real not in fields and real not in has_default:
             raise BuildError(f"{name}: missing {p!r}; usage: {usage}")
     if sig.derive is not None:
         sig.derive(fields, len(operands))
     return operands, fields, shape
+
+
+def _defaulted_fields(kind: str) -> set:
+    """Payload fields of ``kind`` that rlx_ref defaults (rlx_ref's own calls may omit them)."""
+    from ..ops.opdef import get
+
+    cls = get(kind).attrs
+    return {f.name for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING
+            or f.default_factory is not dataclasses.MISSING} if cls else set()
 
 
 def _method(name: str, sig: Sig):
