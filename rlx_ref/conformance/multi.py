@@ -67,8 +67,7 @@ def _attention_block(g, f):
 
 
 def _pool(g, x, reduce: str, stride) -> int:
-    # Pool's payload field `kind` shadows Graph.op's first parameter: pass the attrs object
-    return g.op("Pool", (x,), get("Pool").attrs(reduce, (2, 2), stride, ()))
+    return g.op("Pool", (x,), kind=reduce, kernel_size=(2, 2), stride=stride)
 
 
 def _conv_groupnorm(g, f):
