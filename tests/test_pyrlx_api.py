@@ -221,6 +221,8 @@ def test_dsl_outputs_assignment_and_unknown_attributes():
             g.outputs = [0]
         with pytest.raises(AttributeError, match="output_"):
             g.output_ = [x]
+        with pytest.raises(BuildError, match="outputs must be Nodes"):
+            g.output(1)
     with pytest.raises(BuildError, match="belongs to another graph"):
         with rlx_ref.graph("other") as h:
             h.outputs = [x]
@@ -301,6 +303,8 @@ def _g23():
     (lambda g, a, b: g.narrow(a, 0, 0, length=1, len=1), BuildError, "name the same field"),
     (lambda g, a, b: g.layer_norm(a, b), BuildError, "missing operand 'beta'"),
     (lambda g, a, b: g.add(a, 2.0), BuildError, "2.0 is not a node id"),
+    (lambda g, a, b: g.layer_norm(a, b, b, epsilon=1e-5), BuildError,
+     r"LayerNorm attributes are \(axis, eps\)"),
     (lambda g, a, b: g.layer_nrom(a), AttributeError, "did you mean layer_norm"),
     (lambda g, a, b: g.fft(a), AttributeError, "Fft, which rlx_ref does not register"),
 ])

@@ -273,7 +273,7 @@ class GraphBuilder:
 
     def output(self, *nodes) -> None:
         """Set the graph's outputs (in order)."""
-        self.graph.set_outputs([n.id for n in nodes])
+        self.graph.set_outputs([self._own(n).id for n in nodes])
 
     def op(self, kind, /, *inputs, shape=None, **fields) -> Node:
         return self._wrap(self.graph.op(kind, [_unwrap(i) for i in inputs], shape=shape,
