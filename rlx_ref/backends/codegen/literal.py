@@ -84,10 +84,13 @@ def py_literal(value, dtype) -> str:
         body = "-9223372036854775807 - 1" if v == _I64_MIN else str(v)
         return f"np.{dt.name}({body})"
     ctor = "np.float64" if dt.name in _SHADOWED else f"np.{dt.name}"
-    return f"{ctor}({_py_float_text(v)})"
+    return f"{ctor}({py_float(v)})"
 
 
-def _py_float_text(v: float) -> str:
+def py_float(v: float) -> str:
+    """A bare Python float literal of the f64 ``v`` (Numba types it f64), for arithmetic
+    where a ``np.float64(...)`` call would only add noise."""
+    v = float(v)
     sign = "-" if math.copysign(1.0, v) < 0 else ""
     if math.isnan(v):
         return sign + "math.nan"
