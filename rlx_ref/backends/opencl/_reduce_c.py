@@ -14,6 +14,7 @@ import hashlib
 import math
 
 from ...ir.dtype import DType, int_range
+from ..codegen.literal import c_literal
 from ..layout import split3, strides_of  # noqa: F401 - split3: the family's geometry
 from .launch import bind_nd, round_up
 from .lowering import C_TYPE
