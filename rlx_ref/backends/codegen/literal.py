@@ -3,13 +3,14 @@
 Every Python value that a renderer writes into kernel source (a payload bound, a
 reduction's identity, a dtype's extreme, a fill) goes through ``py_literal`` (Numba
 Python, CPU and CUDA) or ``c_literal`` (OpenCL C). The text evaluates to exactly the value
-converted to the dtype, for every value of every dtype: ±inf, NaN (the quiet NaN with the
-value's sign), -0.0, subnormals, the largest finite floats and the integer extremes, where
-``repr`` would write ``inf`` (an unbound name), a C compiler would read ``-9223372036854775808L``
-as the negation of an unsigned number, and an inexact decimal would leave the rounding to
-the compiler. 16-bit floats are held in a wider shadow inside kernels (f64 in Numba
-kernels, ``float`` in OpenCL C), so their literals are the rounded value in that type.
-Numba literals need ``math`` and ``np`` in the module (every kernel header imports them).
+converted to the dtype, for every value of every dtype: ±inf, NaN (numpy's quiet NaN with
+the value's sign), -0.0, subnormals, the largest finite floats and the integer extremes.
+``repr`` would write ``inf`` (an unbound name); a C compiler reads ``-9223372036854775808L``
+as the negation of a constant too large for ``long``, rounds an inexact decimal as it
+likes and gives ``NAN`` the payload it likes. 16-bit floats are held in a wider shadow
+inside kernels (f64 in Numba kernels, ``float`` in OpenCL C), so their literals are the
+rounded value in that type. Numba literals need ``math`` and ``np`` in the module (every
+kernel header imports them).
 """
 from __future__ import annotations
 
@@ -92,8 +93,8 @@ def py_float(v: float) -> str:
     where a ``np.float64(...)`` call would only add noise."""
     v = float(v)
     sign = "-" if math.copysign(1.0, v) < 0 else ""
-    if math.isnan(v):
-        return sign + "math.nan"
+    if math.isnan(v):       # Numba folds -math.nan to a positive NaN; copysign keeps it
+        return "math.copysign(math.nan, -1.0)" if sign else "math.nan"
     if math.isinf(v):
         return sign + "math.inf"
     return repr(v)          # Python parses the shortest round-trip digits exactly
@@ -135,9 +136,12 @@ def _c_int(v: int, ctype: str) -> str:
 
 def _c_float(v: float, ctype: str) -> str:
     neg = math.copysign(1.0, v) < 0
-    if math.isnan(v) or math.isinf(v):
-        macro = "NAN" if math.isnan(v) else "INFINITY"     # float constants in OpenCL C
-        text = macro if ctype == "float" else f"(double){macro}"
+    if math.isnan(v):       # the NAN macro's payload is the compiler's (PoCL: all ones)
+        if ctype == "float":
+            return f"as_float({int(np.float32(v).view(np.uint32)):#010x}U)"
+        return f"as_double({int(np.float64(v).view(np.uint64)):#018x}UL)"
+    if math.isinf(v):
+        text = "INFINITY" if ctype == "float" else "(double)INFINITY"
         return f"(-{text})" if neg else f"({text})"
     suffix = "f" if ctype == "float" else ""
     return f"({_c_float_digits(v)}{suffix})"
