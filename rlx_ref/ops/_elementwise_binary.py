@@ -396,4 +396,7 @@ register(OpDef(
                  "saturate to the dtype's range; ±inf saturate too and a NaN bound is no "
                  "bound, so every bound is valid."),
     samples=_clamp_samples, accuracy=exact(),
+    notes="RLX's text form (serde_json) prints a non-finite bound as `null`, which does not "
+          "parse back, so graphs with such bounds are built in memory; the conformance edge "
+          "cases cover them (±inf and NaN bounds, float and integer dtypes).",
 ))
