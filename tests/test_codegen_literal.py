@@ -140,6 +140,7 @@ def test_c_literals_are_exact_text():
     assert py_literal(-2 ** 63, DType.I64) == "np.int64(-9223372036854775807 - 1)"
     assert py_literal(math.inf, DType.F32) == "np.float32(math.inf)"
     assert py_float(-math.inf) == "-math.inf" and py_float(0.25) == "0.25"
+    assert c_literal(-10 ** 400, DType.F32) == "(-INFINITY)"      # rounds like a cast
 
 
 @pytest.mark.parametrize("value,dt,match", [

@@ -55,8 +55,12 @@ def exact_value(value, dtype):
     if dt.kind in "iu":
         return _exact_int(value, dt)
     if _is_float(dt):
+        try:
+            wide = float(value)
+        except OverflowError:                 # an int beyond f64: it rounds to ±inf
+            wide = math.copysign(math.inf, value)
         with np.errstate(over="ignore"):      # a finite value beyond the range rounds to ±inf
-            return float(dt.type(float(value)))
+            return float(dt.type(wide))
     raise LiteralError(f"no literal of dtype {dt}")
 
 
