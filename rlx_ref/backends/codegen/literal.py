@@ -58,7 +58,7 @@ def exact_value(value, dtype):
         try:
             wide = float(value)
         except OverflowError:                 # an int beyond f64: it rounds to ±inf
-            wide = math.copysign(math.inf, value)
+            wide = math.inf if value > 0 else -math.inf
         with np.errstate(over="ignore"):      # a finite value beyond the range rounds to ±inf
             return float(dt.type(wide))
     raise LiteralError(f"no literal of dtype {dt}")
