@@ -237,9 +237,32 @@ def clamp_edges(seed: int) -> list[Spec]:
     for lo, hi in ((-1.5, 2.5), (-3e9, 3e9)):
         out.append(Spec("Clamp", C(lo, hi), (int_extremes(DType.I32),), ("extremes", "int"),
                         source="specials"))
+    out += _nonfinite_bound_specs(C)
     r = _rng(seed, "Clamp", "shape")
     out.append(Spec("Clamp", C(-0.5, 0.5), (_z(r, (1,)),), ("size-1",), source="shape"))
     out.append(Spec("Clamp", C(-0.5, 0.5), (_z(r, (3, 10)),), NC, None, ("x0",), "shape"))
+    return out
+
+
+# (lo, hi, tags): the text form prints NaN and ±inf alike (null), so tags keep ids apart
+_NONFINITE_BOUNDS = (
+    (-np.inf, np.inf, ("inf-bound",)),
+    (np.nan, 1.0, ("nan-bound",)),
+    (-1.5, np.nan, ("nan-bound", "upper")),
+    (np.inf, -np.inf, ("inf-bound", "lo>hi")),
+)
+
+
+def _nonfinite_bound_specs(C) -> list[Spec]:
+    """Clamp with non-finite bounds over specials (floats) and extremes (integers)."""
+    out = []
+    for dt in floats_of("Clamp"):
+        x = np.concatenate([special_values(dt, c) for c in ("inf", "nan", "±0")])
+        out += [Spec("Clamp", C(lo, hi), (x,), tags, source="specials")
+                for lo, hi, tags in _NONFINITE_BOUNDS]
+    for dt in (DType.I32, DType.I64, DType.U8):
+        out += [Spec("Clamp", C(lo, hi), (int_extremes(dt),), ("extremes", "int") + tags,
+                     source="specials") for lo, hi, tags in _NONFINITE_BOUNDS]
     return out
 
 

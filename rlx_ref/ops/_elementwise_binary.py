@@ -346,12 +346,29 @@ class ClampAttrs:
     max: float = attr(F32, doc="upper bound")
 
 
+def clamp_int_bounds(lo: float, hi: float, dtype) -> tuple[int, int]:
+    """(C2) The bounds of an integer Clamp over numpy ``dtype``: rounded inward, saturated.
+
+    The one rule the oracle, the decomposition and every kernel renderer use. A NaN bound
+    is no bound, as the NaN-ignoring max/min make it for floats; ±inf saturate to the
+    type's range like any bound beyond it.
+    """
+    info = np.iinfo(dtype)
+
+    def inward(v: float, rnd, absent: int) -> int:
+        if math.isnan(v):
+            return absent
+        if math.isinf(v):
+            return info.max if v > 0 else info.min
+        return min(max(rnd(v), info.min), info.max)
+
+    return inward(lo, math.ceil, info.min), inward(hi, math.floor, info.max)
+
+
 def _ref_clamp(ctx, x):
     lo, hi = ctx.attrs.min, ctx.attrs.max
     if x.dtype.kind in "iu":
-        info = np.iinfo(x.dtype)
-        lo_i = int(np.clip(math.ceil(lo), info.min, info.max))
-        hi_i = int(np.clip(math.floor(hi), info.min, info.max))
+        lo_i, hi_i = clamp_int_bounds(lo, hi, x.dtype)
         return np.minimum(np.maximum(x, lo_i), hi_i).astype(x.dtype)
     y = _up(x)
     return ieee_min(ieee_max(y, y.dtype.type(lo)), y.dtype.type(hi)).astype(x.dtype)
@@ -372,7 +389,14 @@ register(OpDef(
     infer=lambda s, a: s[0], reference=_ref_clamp,
     check=lambda s, a, o: want(not s[0].dtype.is_bool, "(C1) Clamp is not defined on bool"),
     doc="`min(max(x, min), max)` elementwise with the NaN-ignoring max/min, so NaN becomes "
-        "`min` (then `max` if min > max). Integer tensors clamp to the bounds rounded inward.",
-    constraints=("C1: the input is numeric (not bool).",),
+        "`min` (then `max` if min > max) and a NaN bound is no bound. Integer tensors clamp "
+        "to the bounds rounded inward (C2).",
+    constraints=("C1: the input is numeric (not bool).",
+                 "C2: on an integer tensor the bounds round inward (min up, max down) and "
+                 "saturate to the dtype's range; ±inf saturate too and a NaN bound is no "
+                 "bound, so every bound is valid."),
     samples=_clamp_samples, accuracy=exact(),
+    notes="RLX's text form (serde_json) prints a non-finite bound as `null`, which does not "
+          "parse back, so graphs with such bounds are built in memory; the conformance edge "
+          "cases cover them (±inf and NaN bounds, float and integer dtypes).",
 ))

@@ -255,5 +255,5 @@ register(OpDef(
 
 
 from ._elementwise_binary import (  # noqa: E402,F401  (registers Binary ... Clamp)
-    BINARIES, COMPARES, BinaryAttrs, ClampAttrs, CompareAttrs,
+    BINARIES, COMPARES, BinaryAttrs, ClampAttrs, CompareAttrs, clamp_int_bounds,
 )

@@ -19,7 +19,7 @@ import numpy as np
 from ..ir.dtype import DType
 from ..ir.graph import Graph
 from ..ir.shape import Shape
-from ..ops.elementwise import cast_array
+from ..ops.elementwise import cast_array, clamp_int_bounds
 from ..ops.leaves import ConstantAttrs, constant_bytes
 from ._rewrite import PassLog, Rebuilder, SupportTable, graph_pass, with_bodies
 
@@ -168,10 +168,7 @@ def lower_trilu(g: Graph, node, ins) -> int | None:
 def _clamp_bounds(a, dt: DType):
     """The bounds as values of ``dt``: integers round inward and saturate, as the op does."""
     if dt.is_int:
-        info = np.iinfo(dt.np)
-        lo = int(np.clip(math.ceil(a.min), info.min, info.max))
-        hi = int(np.clip(math.floor(a.max), info.min, info.max))
-        return lo, hi
+        return clamp_int_bounds(a.min, a.max, dt.np)
     if dt is DType.F64:
         return np.float64(a.min), np.float64(a.max)
     # f32 bounds; f16/bf16 round them, which commutes with max/min (rounding is monotone)

@@ -26,6 +26,7 @@ both evaluated by Estrin's scheme (Horner's chain of dependent steps ran 5x slow
 4e-17); the result is within about 1 ulp of f64 (the e^(-x²) rounding is scaled by
 erfc <= 0.16, so it stays below a quarter ulp of erf).
 """
+from ..codegen.literal import py_float
 
 # |x| < 1: erf(x) = x·P(x²), coefficients of s^0 .. s^12
 _VERF_P = (1.1283791670955126, -0.3761263890318375, 0.11283791670954879,
@@ -55,10 +56,10 @@ def _estrin(name: str, coefs, var: str, head: int = 0) -> list:
         lines = _estrin(f"{name}_t", coefs[head:], var)
         acc = f"{name}_t"
         for c in reversed(coefs[:head]):
-            acc = f"({c!r} + {var} * {acc})"
+            acc = f"({py_float(c)} + {var} * {acc})"
         return lines + [f"    {name} = {acc}"]
-    terms = [f"({coefs[i]!r} + {coefs[i + 1]!r} * {var})" if i + 1 < len(coefs)
-             else repr(coefs[i]) for i in range(0, len(coefs), 2)]
+    terms = [f"({py_float(coefs[i])} + {py_float(coefs[i + 1])} * {var})"
+             if i + 1 < len(coefs) else py_float(coefs[i]) for i in range(0, len(coefs), 2)]
     lines, power, level = [], var, 0
     while len(terms) > 1:
         level += 1

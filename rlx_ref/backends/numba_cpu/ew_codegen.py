@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 
 from ...ir.dtype import DType, int_range
+from ...ops.elementwise import clamp_int_bounds
+from ..codegen.literal import py_literal
 from ..codegen.scalar import ACTIVATION, ACTIVATION_INT, BINARY, BINARY_INT, COMPARE
 from .prelude import PRELUDE
 
@@ -49,7 +51,7 @@ def _cast(x: str, src: DType, to: DType) -> str:
     if to.is_float:
         return _store(f"np.float64({x})", to)
     if src.is_float:
-        lo, hi = int_range(to)
+        lo, hi = (py_literal(v, DType.I64) for v in int_range(to))
         return _store(f"_f2i_sat({x}, {lo}, {hi})", to)
     return _store(f"np.int64({x})", to)       # int/bool → int: two's-complement wrap
 
@@ -85,26 +87,14 @@ def step_expr(kind: str, attrs, args: list[str], dts: list[DType], out: DType) -
             return _store(f"{a} * {b} + {c}", out)
         return _store(f"np.int64({args[0]}) * np.int64({args[1]}) + np.int64({args[2]})", out)
     if kind == "Clamp":
-        if dts[0].is_float:
+        if dts[0].is_float:          # bounds in the f64 compute type (they are f32 values)
             x = _as_compute(args[0], dts[0])
-            return _store(f"_fmin(_fmax({x}, {attrs.min!r}), {attrs.max!r})", out)
-        lo, hi = int_range(dts[0])
-        lo_i = min(max(_ceil(attrs.min), lo), hi)
-        hi_i = min(max(_floor(attrs.max), lo), hi)
-        return _store(f"min(max(np.int64({args[0]}), {lo_i}), {hi_i})", out)
+            lo, hi = (py_literal(v, DType.F64) for v in (attrs.min, attrs.max))
+            return _store(f"_fmin(_fmax({x}, {lo}), {hi})", out)
+        lo, hi = (py_literal(v, DType.I64)
+                  for v in clamp_int_bounds(attrs.min, attrs.max, dts[0].np))
+        return _store(f"min(max(np.int64({args[0]}), {lo}), {hi})", out)
     raise Unsupported(f"{kind} inside an elementwise kernel")
-
-
-def _ceil(v: float) -> int:
-    import math
-
-    return math.ceil(v)
-
-
-def _floor(v: float) -> int:
-    import math
-
-    return math.floor(v)
 
 
 def render(steps, in_dtypes, step_dtypes, modes) -> tuple[str, str]:

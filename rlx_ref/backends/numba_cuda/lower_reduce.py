@@ -11,10 +11,12 @@ thread per row, sequentially along K.
 from __future__ import annotations
 
 import hashlib
+import math
 
 import numpy as np
 
-from ...ir.dtype import DType
+from ...ir.dtype import DType, int_range
+from ..codegen.literal import py_literal
 from .device import block_threads, device_dtype, launch_shape, rows_shape
 from .geometry import acc_np, read_expr, reduce_layout, split3, store_expr
 from .kernels import Launch, array_type, compile_kernel, int_type
@@ -37,7 +39,7 @@ def {name}(out, x, k_len, inner, parts, count):
         base = o * k_len * inner + (r - o * inner)
         lo = p * chunk
         hi = min(lo + chunk, k_len)
-        a = {acc}({init})
+        a = {init}
         k = lo + t
         while k < hi:
             v = {read}
@@ -71,14 +73,14 @@ def _combine(op: str, is_float: bool) -> str:
 
 
 def _init(op: str, dt: DType) -> str:
-    if op in ("Sum", "Mean"):
-        return "0"
-    if op == "Prod":
-        return "1"
-    if dt.is_float:
-        return "-math.inf" if op == "Max" else "math.inf"
-    info = np.iinfo(dt.np)
-    return str(info.min if op == "Max" else info.max)
+    """The accumulator's starting value over ``dt``: the op's identity, as a literal."""
+    acc = DType.F64 if acc_np(dt) == "np.float64" else DType.I64
+    value = {"Sum": 0, "Mean": 0, "Prod": 1}.get(op)
+    if value is None and dt.is_float:
+        value = -math.inf if op == "Max" else math.inf
+    elif value is None:
+        value = int_range(dt)[0 if op == "Max" else 1]
+    return py_literal(value, acc)
 
 
 def _render(template: str, prefix: str, **fields) -> tuple[str, str]:
@@ -218,7 +220,7 @@ def {name}(out, x, k_len, inner, exclusive):
     while i < lines:
         o = i // inner
         base = o * k_len * inner + (i - o * inner)
-        a = {acc}({init})
+        a = {init}
         for k in range(k_len):
             v = {read}
             if exclusive:
@@ -243,9 +245,10 @@ def lower_scan(node, ins, ctx) -> Step:
     is_float = acc == "np.float64"
     if node.kind == "CumMax":           # NaN never wins (f32::max), ints start at their min
         combine = "_fmax(a, -math.inf if v != v else v)" if is_float else "max(a, v)"
-        init = "-math.inf" if is_float else str(np.iinfo(dt.np).min)
+        init = _init("Max", dt)
     else:
-        combine, init = _SCAN_COMBINE[node.kind], "0" if node.kind == "Cumsum" else "1"
+        combine = _SCAN_COMBINE[node.kind]
+        init = _init("Sum" if node.kind == "Cumsum" else "Prod", dt)
     name, source = _render(_SCAN, "scan", acc=acc, init=init, combine=combine,
                            read=read_expr(dt, "x[base + k * inner]"), store=store_expr(dt, "a"))
     arr = array_type(device_dtype(dt))

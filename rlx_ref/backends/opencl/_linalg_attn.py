@@ -15,10 +15,11 @@ does; a row whose every score is -inf is NaN, as there. Lanes past the last key 
 from __future__ import annotations
 
 from ...ir.dtype import DType
+from ..codegen.literal import c_literal
 from ._linalg_cl import BUFFER, load, named, store, vload
 
 MASK_CODES = {"None": 0, "Causal": 1, "SlidingWindow": 2, "Custom": 3, "Bias": 4}
-FILL = "-1e9"
+FILL = -1e9
 
 # One block of keys: kjs[e] is the key of lane e (-1 past the end); kb/vb its K/V rows.
 _BLOCK = """
@@ -109,7 +110,7 @@ __kernel void {name}(__global {ob}* out, __global const {ib}* Q, __global const 
         }}
         if (it0 >= nvis && !checked) {{
             checked = far = 1;
-            for (int r = 0; r < {R}; r++) far = far && m[r] - ({ct}){fill} > ({ct})800;
+            for (int r = 0; r < {R}; r++) far = far && m[r] - {fill} > ({ct})800;
         }}
         if (far) {{
             for (int e = 0; e < {KB} && kjs[e] >= 0; e++) {{
@@ -166,6 +167,11 @@ def _window(mask_code: int, rows: int) -> str:
     return text
 
 
+def _fill(ct: str) -> str:
+    """The score a hidden key gets, as a literal of the compute type ``ct``."""
+    return c_literal(FILL, DType.F64 if ct == "double" else DType.F32)
+
+
 def _hide(mask_code: int, mask_dt, ct: str) -> str:
     """C: the start of an if-chain setting hidden keys' scores to the fill (qi's absolute
     position is apos), or nothing when no key is hidden."""
@@ -177,7 +183,7 @@ def _hide(mask_code: int, mask_dt, ct: str) -> str:
         cond = load("mask", "b * Sk + kj", mask_dt, ct) + f" < ({ct})0.5"
     else:
         return ""
-    return f"if (kj >= 0 && ({cond})) s = ({ct}){FILL};\n                else "
+    return f"if (kj >= 0 && ({cond})) s = {_fill(ct)};\n                else "
 
 
 def attention_source(dt: DType, mask_code: int, mask_dt, softcap: bool, d: int, dv: int,
@@ -198,7 +204,7 @@ def attention_source(dt: DType, mask_code: int, mask_dt, softcap: bool, d: int, 
     st = ct if keys == 1 else f"{ct}{keys}"
     fields = {
         "ob": BUFFER[dt], "ib": BUFFER[dt], "ct": ct, "vt": vt, "st": st, "VW": vw,
-        "KB": keys, "R": rows, "DN": d // vw, "DVN": dv // vw, "fill": FILL,
+        "KB": keys, "R": rows, "DN": d // vw, "DVN": dv // vw, "fill": _fill(ct),
         "mb": BUFFER[mask_dt] if mask_dt is not None else "int",
         "window": _window(mask_code, rows),
         "load_q": vload("Q", f"qo + d * {vw}", dt, ct, vw),

@@ -14,6 +14,7 @@ import hashlib
 import math
 
 from ...ir.dtype import DType, int_range
+from ..codegen.literal import c_literal
 from ..layout import split3, strides_of  # noqa: F401 - split3: the family's geometry
 from .launch import bind_nd, round_up
 from .lowering import C_TYPE
@@ -80,17 +81,12 @@ def store_vec(dt: DType, ptr: str, idx: str, val: str) -> str:
 
 def lowest(dt: DType) -> str:
     """The identity of a running max in C: -inf, or the dtype's smallest integer."""
-    return "(-INFINITY)" if dt.is_float else _int_literal(int_range(dt)[0])
+    return c_literal(-math.inf, dt) if dt.is_float else c_literal(int_range(dt)[0], dt)
 
 
 def highest(dt: DType) -> str:
-    return "INFINITY" if dt.is_float else _int_literal(int_range(dt)[1])
-
-
-def _int_literal(v: int) -> str:
-    if v == -(2 ** 63):
-        return "(-9223372036854775807L - 1L)"
-    return f"({v}L)"
+    """The identity of a running min in C: +inf, or the dtype's largest integer."""
+    return c_literal(math.inf, dt) if dt.is_float else c_literal(int_range(dt)[1], dt)
 
 
 def lanes(expr: str, fold) -> list[str]:

@@ -11,10 +11,11 @@ prologue of an NCHW input).
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 
 from ...ir.dtype import DType, int_range
+from ...ops.elementwise import clamp_int_bounds
+from ..codegen.literal import c_literal
 from ..codegen.scalar import ACTIVATION, ACTIVATION_INT, BINARY, BINARY_INT, COMPARE
 from .lowering import C_TYPE
 
@@ -38,16 +39,6 @@ def _compute(dt: DType) -> str:
     if dt in (DType.F32,) + SIXTEEN:
         return "float"
     raise Unsupported(f"{dt} arithmetic in an OpenCL kernel")
-
-
-def c_literal(v: float, ctype: str) -> str:
-    """A float constant in C for compute type ``ctype`` (inf/nan spelled as macros)."""
-    if math.isnan(v):
-        return f"(({ctype})NAN)"
-    if math.isinf(v):
-        return f"(({ctype})INFINITY)" if v > 0 else f"(-({ctype})INFINITY)"
-    text = repr(float(v))
-    return text + ("f" if ctype == "float" else "")
 
 
 def _float_expr(template: str, ctype: str, **ops) -> str:
@@ -85,9 +76,9 @@ def _cast(x: str, src: DType, to: DType) -> str:
     if to.is_float:
         return _store(x, to)
     if src.is_float:
-        lo, hi = int_range(to)
+        lo, hi = (c_literal(v, DType.I64) for v in int_range(to))
         sfx = "d" if src is DType.F64 else "f"
-        return f"({C_TYPE[to]})clamp(rlx_f2l_{sfx}({x}), {lo}L, {hi}L)"
+        return f"({C_TYPE[to]})clamp(rlx_f2l_{sfx}({x}), {lo}, {hi})"
     return f"({C_TYPE[to]})({x})"          # int/bool → int: two's-complement wrap
 
 
@@ -129,13 +120,13 @@ def step_expr(kind: str, attrs, args: list[str], dts: list[DType], out: DType) -
         if dts[0].is_float:
             ct = _compute(dts[0])
             sfx = "f" if ct == "float" else "d"
-            lo, hi = c_literal(attrs.min, ct), c_literal(attrs.max, ct)
+            bound_dt = DType.F64 if ct == "double" else DType.F32     # the bounds are f32s
+            lo, hi = (c_literal(v, bound_dt) for v in (attrs.min, attrs.max))
             return _store(f"rlx_fmin_{sfx}(rlx_fmax_{sfx}({_as(args[0], dts[0])}, {lo}), {hi})",
                           out)
-        lo, hi = int_range(dts[0])
-        lo_i = min(max(math.ceil(attrs.min), lo), hi) if math.isfinite(attrs.min) else lo
-        hi_i = min(max(math.floor(attrs.max), lo), hi) if math.isfinite(attrs.max) else hi
-        return _store(f"clamp((long){args[0]}, {lo_i}L, {hi_i}L)", out)
+        lo, hi = (c_literal(v, DType.I64)
+                  for v in clamp_int_bounds(attrs.min, attrs.max, dts[0].np))
+        return _store(f"clamp((long){args[0]}, {lo}, {hi})", out)
     raise Unsupported(f"{kind} inside an elementwise kernel")
 
 
