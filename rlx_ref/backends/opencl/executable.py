@@ -104,8 +104,11 @@ class Plan:
         env.update(assign_buffers(self.graph, nodes_run, keep, lambda n: True,
                                   lambda dt, dims: memory.empty(rt.context, dims, dt.np),
                                   "opencl", _cl_errors()))
-        launchers = [(node, step.bind(env[node.id], *[env[i] for i in node.inputs]))
-                     for node, step in self.steps]
+        launchers = []
+        for node, step in self.steps:
+            with planning("opencl", node, errors=_cl_errors()):     # builds the program
+                launchers.append((node, step.bind(env[node.id],
+                                                  *[env[i] for i in node.inputs])))
         self.env = env
         self._launchers = launchers
 
