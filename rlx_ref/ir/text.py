@@ -146,8 +146,9 @@ def graph_from_json(j) -> Graph:
         if not isinstance(nj, dict) or "op" not in nj or "shape" not in nj:
             raise CodecError(f"{where}: a node is an object with \"op\" and \"shape\" "
                              f"(and \"id\", \"inputs\", \"name\", \"origin\"), got {_snippet(nj)}")
-        if nj.get("id", k) != k or isinstance(nj.get("id"), bool):
-            raise CodecError(f"{where} has id {_snippet(nj.get('id'))}, expected {k}")
+        nid = nj.get("id", k)
+        if isinstance(nid, bool) or not isinstance(nid, int) or nid != k:
+            raise CodecError(f"{where} has id {_snippet(nid)}, expected {k}")
         inputs = nj.get("inputs", [])
         if not isinstance(inputs, list):
             raise CodecError(f"{where}: inputs must be a list of node ids, got {_snippet(inputs)}")
