@@ -232,7 +232,9 @@ def _verify_msgs(attrs, shapes, out=None):
     (att(2, 4), [(1, 3, 8), (1, 3, 8), Shape((1, 3, 8), DType.F16)], "(C3) Q, K and V must "
                                                                     "share one dtype"),
     (att(2, 4), [(8,)] * 3, "(C3) Attention Q must have rank 2, 3 or 4"),
-    (att(2, 4, "Sliding"), [(1, 3, 8)] * 3, "(C1) mask_kind must be None, Causal"),
+    # a value outside the payload's type is reported by the verifier's payload layer
+    (att(2, 4, "Sliding"), [(1, 3, 8)] * 3,
+     "field mask_kind = 'Sliding' is not a MaskKind (None, Causal, Custom, Bias, SlidingWindow)"),
 ])
 def test_attention_verifier_errors(attrs, shapes, msg):
     assert msg in _verify_msgs(attrs, shapes)
@@ -336,7 +338,8 @@ def test_rope_relative_position_property(style, n_rot):
     (RopeAttrs(4, 4), [(2, 4), (2, 1), (2, 1)], "(C4) Rope table rows hold 1 values but n_rot/2"),
     (RopeAttrs(4, 4), [(3, 4), (2, 2), (2, 2)], "(C4) Rope tables have 2 rows"),
     (RopeAttrs(4, 4), [(2, 4), (5,), (5,)], "(C4) a rank-1 Rope table must hold whole rows"),
-    (RopeAttrs(4, 4, "Llama"), [(2, 4), (2, 2), (2, 2)], "(C1) Rope style must be NeoX or GptJ"),
+    (RopeAttrs(4, 4, "Llama"), [(2, 4), (2, 2), (2, 2)],
+     "field style = 'Llama' is not a RopeStyle (NeoX, GptJ)"),
 ])
 def test_rope_verifier_errors(attrs, shapes, msg):
     shapes = [Shape(s, DType.F32) for s in shapes]

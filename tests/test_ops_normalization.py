@@ -182,7 +182,11 @@ def _msgs(kind, attrs, shapes, out=None):
     ("LayerNorm", AxisNormAttrs(-1, 1e-5), [Shape((2, 4), DType.I32), (4,), (4,)],
      "(C1) LayerNorm operand `x` must be a float tensor"),
     ("GroupNorm", GroupNormAttrs(3, 1e-5), [(1, 4, 2), (4,), (4,)],
-     "(C4) GroupNorm channels (4) are not divisible by num_groups (3)"),
+     "(C4) GroupNorm num_groups (3) must divide the channel count C (4) and lie in 1..4"),
+    # C = 0: every count divides it, but the oracle would hold one statistic per group
+    ("GroupNorm", GroupNormAttrs(2**31, 1e-5), [(1, 0, 2), (0,), (0,)],
+     "(C4) GroupNorm num_groups (2147483648) must divide the channel count C (0) and lie "
+     "in 1..1"),
     ("GroupNorm", GroupNormAttrs(0, 1e-5), [(1, 4, 2), (4,), (4,)],
      "(C4) GroupNorm num_groups must be positive"),
     ("GroupNorm", GroupNormAttrs(1, 1e-5), [(4,), (4,), (4,)], "(C2) GroupNorm needs x"),
@@ -236,5 +240,7 @@ def test_dynamic_feature_dims_are_checked_at_run_time():
     g = single_op_graph("GroupNorm", GroupNormAttrs(3, 1e-5),
                         [Shape((1, Dyn(0), 2), DType.F32)] + [Shape((Dyn(0),), DType.F32)] * 2)
     assert verify(g) == []
-    with pytest.raises(InterpretError, match=r"\(C4\) GroupNorm channels \(4\)"):
+    with pytest.raises(InterpretError,
+                       match=r"\(C4\) GroupNorm num_groups \(3\) must divide the channel "
+                             r"count C \(4\)"):
         Interpreter(g).run({"x0": rnd(1, 4, 2), "x1": rnd(4), "x2": rnd(4)})

@@ -120,6 +120,33 @@ def test_sparse_and_out_of_order_ids_are_remapped():
     ('graph @g {\n  %0 = {"Input":{"name":"x"}} : [2 f32\n}', 2, "expected `]`"),
     ('graph @g {\n  %0 = Fma : [2] f32\n  return %9\n}', 3, "used before it is defined"),
     ('graph @g {\n  %0 = {"Cast":{"to":"F8"}} : [2] f32\n}', 2, "DType"),
+    # a body node without "op": the whole If line is the error, not a KeyError
+    ('graph @g {\n  %0 = {"Input":{"name":"p"}} : [] bool\n  %1 = {"If":{"then_branch":'
+     '{"name":"b","nodes":[{"id":0,"shape":{"dims":[],"dtype":"F32"}}],"outputs":[0]},'
+     '"else_branch":{"name":"b","nodes":[],"outputs":[]}}}(%0) : [] f32\n}', 3,
+     'a node is an object with "op" and "shape"'),
+    ('graph @g {\n  %0 = {"Input":{"name":"p"}} : [] bool\n  %1 = {"If":{"then_branch":'
+     '{"name":"b","nodes":[{"op":"Fma","shape":{"dims":[{"Static":-1}],"dtype":"F32"}}],'
+     '"outputs":[0]},"else_branch":{"name":"b","nodes":[],"outputs":[]}}}(%0) : [] f32\n}', 3,
+     "a Static dim must be an integer in [0, 18446744073709551615], got -1"),
+    ('graph @g {\n  %0 = {"Reshape":{"new_shape":' + "[" * 200 + "]" * 200 + '}} : [] f32\n}',
+     2, "JSON nested deeper than 128 levels"),
+    ('graph @g {\n  %0 = {"Reshape":{"new_shape":[1e400]}} : [] f32\n}', 2,
+     "number 1e400 is out of range for f64"),
+    ('graph @g {\n  %0 = {"Clamp":{"min":NaN,"max":1.0}} : [] f32\n}', 2,
+     'NaN is not JSON (write the string "inf", "-inf" or "nan")'),
+    ('graph @g {\n  %0 = {"Clamp":{"min":1e39,"max":1.0}} : [] f32\n}', 2,
+     "Clamp.min: 1e+39 is out of range for f32"),
+    ('graph @g {\n  %0 = {"Scan":{"body":{"name":"b","nodes":[],"outputs":[]},'
+     '"length":9000000000000000}} : [] f32\n}', 2,
+     "Scan.length: 9000000000000000 is out of range for u32 [0, 4294967295]"),
+    ('graph @g {\n  %0 = {"Input":{"name":"x"}} : [' + "9" * 30 + '] f32\n}', 2,
+     "a dim 999999999999999999999999 is out of range [0, 18446744073709551615]"),
+    ('graph @g {\n  %0 = {"Input":{"name":"x"}} : [?4294967296] f32\n}', 2,
+     "a dynamic symbol 4294967296 is out of range [0, 4294967295]"),
+    ('graph @g {\n  %0 = {"Input":{"name":"x"}} : [2] f32 #"a\n}', 2, "unterminated JSON"),
+    ('graph @g {\n  %0 = {"Input":{"name":"x"}} : [2] f32 #["a"]\n}', 2,
+     "expected a JSON string"),
 ])
 def test_malformed_text_fails_with_line_number(text, line, msg):
     with pytest.raises(TextParseError) as e:
@@ -198,3 +225,18 @@ def test_constant_payload_survives_round_trip():
     back = parse(g.to_text())
     assert back.nodes[0].attrs.data == np.array([1.5, -2.0], np.float32).tobytes()
     assert get("Constant").payload == "struct"
+
+
+def test_parse_is_linear_in_line_length():
+    """160k operands on one line: slicing the rest of the line per token made this take
+    seconds; a forward-moving cursor keeps it to a fraction of one."""
+    import time
+
+    n = 160_000
+    text = ("graph @g {\n  %0 = {\"Input\":{\"name\":\"x\"}} : [1] f32\n"
+            f"  %1 = {{\"Concat\":{{\"axis\":0}}}}({', '.join(['%0'] * n)}) : [{n}] f32\n"
+            "  return %1\n}\n")
+    start = time.perf_counter()
+    g = parse(text)
+    assert time.perf_counter() - start < 1.0
+    assert len(g.nodes[1].inputs) == n and g.nodes[1].shape.dims == (n,)

@@ -2,6 +2,8 @@
 intermediate a buffer, reusing a dead one of the same dtype and shape (liveness)."""
 from __future__ import annotations
 
+import os
+from contextlib import contextmanager
 from typing import Callable
 
 import numpy as np
@@ -26,12 +28,53 @@ def specialize(graph: Graph, bindings: dict) -> Graph:
     return g
 
 
+class PlanError(RuntimeError):
+    """A node could not be planned: its size is past what the backend can hold, or its
+    lowering or buffer allocation failed; the message names the node, op and size."""
+
+
+def size_text(shape) -> str:
+    """``[4294967296] f32: 4294967296 elements, 16.0 GiB``."""
+    n = shape.numel
+    if n is None:
+        return f"{shape}"
+    return f"{shape}: {n} elements, {n * shape.dtype.size_bytes / 2**30:.1f} GiB"
+
+
+def host_memory_bytes() -> int | None:
+    """Physical memory of this machine (None where the platform does not say)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+@contextmanager
+def planning(backend: str, node, limit_bytes: int | None = None, what: str = "memory",
+             errors: tuple = ()):
+    """Plan ``node`` inside: first refuse an output larger than ``limit_bytes`` (``what``
+    says whose limit), then turn MemoryError, IndexError, OverflowError and ``errors`` (a
+    driver's allocation errors) into a PlanError naming the node, op and size, so a huge
+    Pad/Expand/Tile fails with its node rather than with numpy's or the driver's words."""
+    where = f"{backend}: cannot plan %{node.id} {node.kind} ({size_text(node.shape)})"
+    nbytes = node.shape.size_bytes
+    if limit_bytes is not None and nbytes is not None and nbytes > limit_bytes:
+        raise PlanError(f"{where}: more than the {limit_bytes / 2**30:.1f} GiB of {what}")
+    try:
+        yield
+    except PlanError:
+        raise
+    except (MemoryError, IndexError, OverflowError) + tuple(errors) as e:
+        raise PlanError(f"{where}: {type(e).__name__}: {e}") from e
+
+
 def assign_buffers(graph: Graph, steps: list, keep: set, needs: Callable,
-                   alloc: Callable) -> dict:
+                   alloc: Callable, backend: str = "", alloc_errors: tuple = ()) -> dict:
     """``{node id: buffer}`` for the step nodes (in run order) with ``needs(node)``; nodes
     in ``keep`` (the outputs) get buffers of their own, the rest share by liveness: when
     a node's last reader has run, its buffer goes to the next node of the same dtype and
-    shape. ``alloc(dtype, dims)`` makes a buffer."""
+    shape. ``alloc(dtype, dims)`` makes a buffer; its failures (MemoryError and
+    ``alloc_errors``) become PlanErrors naming the node."""
     frees = hotpaths.core.last_uses(len(steps), [tuple(n.inputs) for n in steps], keep)
     pool: dict = {}
     buffers: dict = {}
@@ -39,7 +82,11 @@ def assign_buffers(graph: Graph, steps: list, keep: set, needs: Callable,
         if needs(node):
             key = (node.shape.dtype, tuple(node.shape.dims))
             free = pool.get(key) if node.id not in keep else None
-            buffers[node.id] = free.pop() if free else alloc(*key)
+            if free:
+                buffers[node.id] = free.pop()
+            else:
+                with planning(backend, node, errors=alloc_errors):
+                    buffers[node.id] = alloc(*key)
         for v in dead:
             if v in buffers and v not in keep:
                 nv = graph.nodes[v]

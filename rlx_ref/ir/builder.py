@@ -93,6 +93,7 @@ class BuilderMethods:
         may be called ``kind`` (Pool's). Field names and op-name strings may be pyrlx's
         (``op="add"``, ``op="<"``; see ``pyrlx_names``).
         """
+        from ..ops.codec import payload_problems
         from ..ops.opdef import OpError, get
         from .pyrlx_names import normalize_fields
 
@@ -114,6 +115,9 @@ class BuilderMethods:
             raise BuildError(f"{where}: {kind} takes {d.arity} operands, got {len(ids)}")
         if d.arity is None and len(ids) < d.min_arity:
             raise BuildError(f"{where}: {kind} takes at least {d.min_arity} operands")
+        bad = payload_problems(attrs)
+        if bad:     # before the rules below, which assume each field holds its RLX type
+            raise BuildError(f"at %{len(self.nodes)}: {where}: {bad[0]} in {kind}'s payload")
         try:
             inferred = d.infer_shape(shapes, attrs)
             if shape is None:

@@ -12,6 +12,8 @@ import math
 
 import numpy as np
 
+from ._serde_floats import format_f32, format_f64  # noqa: F401  (re-exported)
+
 
 class CodecError(ValueError):
     """A JSON payload value does not have the shape its field expects."""
@@ -35,20 +37,62 @@ class Codec:
     def describe(self) -> str:
         return self.name
 
+    def problems(self, v, path: str):
+        """Yield ``(path, message)`` for each way ``v`` is not a value of this field."""
+        return iter(())
+
+
+def _short(v) -> str:
+    """A value for an error message, cut short (a fuzzed payload may be huge)."""
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
 
 class _Int(Codec):
-    def __init__(self, signed: bool, name: str):
-        self.signed, self.name = signed, name
+    """An RLX integer type (``u32``, ``i64``, ``usize``...) with its inclusive range."""
+
+    def __init__(self, name: str, lo: int, hi: int):
+        self.name, self.lo, self.hi = name, lo, hi
+        self.signed = lo < 0
+
+    def range_text(self) -> str:
+        return f"{self.name} [{self.lo}, {self.hi}]"
 
     def from_json(self, j):
         if isinstance(j, bool) or not isinstance(j, int):
-            raise CodecError(f"expected an integer ({self.name}), got {j!r}")
-        if not self.signed and j < 0:
-            raise CodecError(f"expected a non-negative integer ({self.name}), got {j}")
+            raise CodecError(f"expected an integer ({self.name}), got {_short(j)}")
+        if not self.lo <= j <= self.hi:
+            raise CodecError(f"{_short(j)} is out of range for {self.range_text()}")
         return j
 
     def to_json(self, v):
         return int(v)
+
+    def problems(self, v, path):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            yield path, f"{_short(v)} is not an integer ({self.name})"
+        elif not self.lo <= int(v) <= self.hi:
+            yield path, f"{_short(v)} is out of range for {self.range_text()}"
+
+
+# serde_json cannot print ±inf or NaN (it writes `null`, which does not read back), so
+# non-finite float fields are written as these JSON strings; finite values stay numbers.
+NONFINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
+_F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _as_float(v) -> float:
+    """``float(v)``, with ints too large for a double mapped to ±inf instead of raising."""
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf if v > 0 else -math.inf
+
+
+def _f32_overflows(v: float) -> bool:
+    """True when a finite ``v`` rounds to an f32 infinity (|v| >= 2**128 - 2**103)."""
+    with np.errstate(over="ignore"):
+        return math.isinf(np.float32(v))
 
 
 class _Float(Codec):
@@ -57,18 +101,45 @@ class _Float(Codec):
         self.name = "f32" if f32 else "f64"
 
     def from_json(self, j):
+        if isinstance(j, str) and j in NONFINITE:
+            return NONFINITE[j]
         if isinstance(j, bool) or not isinstance(j, (int, float)):
-            raise CodecError(f"expected a number ({self.name}), got {j!r}")
-        v = float(j)
+            raise CodecError(f"expected a number ({self.name}) or one of \"inf\", \"-inf\", "
+                             f"\"nan\", got {_short(j)}")
+        try:
+            v = float(j)
+        except OverflowError:
+            v = math.inf
+        if not math.isfinite(v) or (self.f32 and _f32_overflows(v)):
+            # Only the string forms spell a non-finite value; an overflowing literal is a typo.
+            raise CodecError(f"{_short(j)} is out of range for {self.name} "
+                             f"(write \"inf\" or \"-inf\" for an infinity)")
         return float(np.float32(v)) if self.f32 else v
 
     def to_json(self, v):
-        return F32Json(v) if self.f32 else float(v)
+        if isinstance(v, int) and not isinstance(v, bool) and math.isinf(_as_float(v)):
+            return v        # an int too big for any float: printed as is, rejected on reading
+        v = float(v)
+        if not math.isfinite(v):
+            return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+        if self.f32 and _f32_overflows(v):
+            return v        # printed as is, so the text reads back as the same range error
+        return F32Json(v) if self.f32 else v
 
     def normalize(self, v):
         if isinstance(v, (int, float, np.floating)) and not isinstance(v, bool):
+            if not math.isfinite(_as_float(v)) or self.f32 and _f32_overflows(_as_float(v)):
+                return float(v)     # left for the verifier to report, not rounded to inf
             return float(np.float32(v)) if self.f32 else float(v)
         return v
+
+    def problems(self, v, path):
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)):
+            yield path, f"{_short(v)} is not a number ({self.name})"
+        elif isinstance(v, int) and not math.isfinite(_as_float(v)):
+            yield path, f"{_short(v)} is out of range for {self.name}"
+        elif self.f32 and math.isfinite(float(v)) and _f32_overflows(float(v)):
+            yield path, f"{_short(v)} is out of range for f32 (largest finite {_F32_MAX:g})"
 
 
 class F32Json(float):
@@ -80,8 +151,12 @@ class _Bool(Codec):
 
     def from_json(self, j):
         if not isinstance(j, bool):
-            raise CodecError(f"expected true/false, got {j!r}")
+            raise CodecError(f"expected true/false, got {_short(j)}")
         return j
+
+    def problems(self, v, path):
+        if not isinstance(v, (bool, np.bool_)):
+            yield path, f"{_short(v)} is not a bool"
 
 
 class _Str(Codec):
@@ -89,8 +164,12 @@ class _Str(Codec):
 
     def from_json(self, j):
         if not isinstance(j, str):
-            raise CodecError(f"expected a string, got {j!r}")
+            raise CodecError(f"expected a string, got {_short(j)}")
         return j
+
+    def problems(self, v, path):
+        if not isinstance(v, str):
+            yield path, f"{_short(v)} is not a string"
 
 
 class ListOf(Codec):
@@ -100,8 +179,15 @@ class ListOf(Codec):
 
     def from_json(self, j):
         if not isinstance(j, list):
-            raise CodecError(f"expected a list of {self.item.describe()}, got {j!r}")
+            raise CodecError(f"expected a list of {self.item.describe()}, got {_short(j)}")
         return tuple(self.item.from_json(x) for x in j)
+
+    def problems(self, v, path):
+        if not isinstance(v, (list, tuple)):
+            yield path, f"{_short(v)} is not a list of {self.item.describe()}"
+            return
+        for i, x in enumerate(v):
+            yield from self.item.problems(x, f"{path}[{i}]")
 
     def to_json(self, v):
         return [self.item.to_json(x) for x in v]
@@ -119,8 +205,16 @@ class TupleOf(Codec):
 
     def from_json(self, j):
         if not isinstance(j, list) or len(j) != len(self.items):
-            raise CodecError(f"expected a {len(self.items)}-element list {self.name}, got {j!r}")
+            raise CodecError(
+                f"expected a {len(self.items)}-element list {self.name}, got {_short(j)}")
         return tuple(c.from_json(x) for c, x in zip(self.items, j))
+
+    def problems(self, v, path):
+        if not isinstance(v, (list, tuple)) or len(v) != len(self.items):
+            yield path, f"{_short(v)} is not a {len(self.items)}-element {self.name}"
+            return
+        for i, (c, x) in enumerate(zip(self.items, v)):
+            yield from c.problems(x, f"{path}[{i}]")
 
     def to_json(self, v):
         return [c.to_json(x) for c, x in zip(self.items, v)]
@@ -145,6 +239,9 @@ class Optional(Codec):
     def normalize(self, v):
         return None if v is None else self.item.normalize(v)
 
+    def problems(self, v, path):
+        return iter(()) if v is None else self.item.problems(v, path)
+
 
 class Enum(Codec):
     """A Rust enum. Unit variants are ``str``; data variants are ``(tag, value)``."""
@@ -163,15 +260,23 @@ class Enum(Codec):
             (tag, val), = j.items()
             if tag in self.data:
                 return (tag, self.data[tag].from_json(val))
-        raise CodecError(f"expected a {self.name} ({', '.join(self.variants)}), got {j!r}")
+        raise CodecError(f"expected a {self.name} ({', '.join(self.variants)}), got {_short(j)}")
 
     def to_json(self, v):
         if isinstance(v, str):
             if v not in self.units:
-                raise CodecError(f"{v!r} is not a {self.name} ({', '.join(self.variants)})")
+                raise CodecError(f"{_short(v)} is not a {self.name} ({', '.join(self.variants)})")
             return v
         tag, val = v
         return {tag: self.data[tag].to_json(val)}
+
+    def problems(self, v, path):
+        if isinstance(v, str) and v in self.units:
+            return
+        if isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str) and v[0] in self.data:
+            yield from self.data[v[0]].problems(v[1], f"{path}.{v[0]}")
+            return
+        yield path, f"{_short(v)} is not a {self.name} ({', '.join(self.variants)})"
 
 
 class _DType(Codec):
@@ -183,10 +288,16 @@ class _DType(Codec):
         try:
             return DType(j)
         except ValueError:
-            raise CodecError(f"expected a DType name such as \"F32\", got {j!r}") from None
+            raise CodecError(f"expected a DType name such as \"F32\", got {_short(j)}") from None
 
     def to_json(self, v):
         return v.value
+
+    def problems(self, v, path):
+        from ..ir.dtype import DType
+
+        if not isinstance(v, DType):
+            yield path, f"{_short(v)} is not a DType"
 
 
 class _Graph(Codec):
@@ -202,6 +313,12 @@ class _Graph(Codec):
 
         return graph_to_json(v)
 
+    def problems(self, v, path):
+        from ..ir.graph import Graph
+
+        if not isinstance(v, Graph):
+            yield path, f"{_short(v)} is not a Graph"
+
 
 class _Bytes(Codec):
     name = "bytes"
@@ -215,6 +332,10 @@ class _Bytes(Codec):
 
     def to_json(self, v):
         return list(v)
+
+    def problems(self, v, path):
+        if not isinstance(v, (bytes, bytearray)):
+            yield path, f"{_short(v)} is not bytes"
 
 
 class Raw(Codec):
@@ -245,8 +366,12 @@ def _thaw(v):
     return v
 
 
-INT = _Int(True, "i64")
-USIZE = _Int(False, "usize")
+# RLX's integer payload types. usize is RLX's on its 64-bit targets.
+U32 = _Int("u32", 0, 2**32 - 1)
+I32 = _Int("i32", -2**31, 2**31 - 1)
+I64 = _Int("i64", -2**63, 2**63 - 1)
+USIZE = _Int("usize", 0, 2**64 - 1)
+INT = I64
 F32 = _Float(True)
 F64 = _Float(False)
 BOOL = _Bool()
@@ -281,6 +406,19 @@ def normalize_attrs(attrs):
     return dataclasses.replace(attrs, **changes) if changes else attrs
 
 
+def payload_problems(attrs):
+    """``field F = V is ...`` for every payload value outside its field's RLX type."""
+    if attrs is None or not dataclasses.is_dataclass(attrs):
+        return []
+    out = []
+    for f in dataclasses.fields(attrs):
+        codec = f.metadata.get("codec")
+        if codec is not None:
+            for path, msg in codec.problems(getattr(attrs, f.name), f.name):
+                out.append(f"field {path} = {msg}")
+    return out
+
+
 def fields_of(attrs_cls) -> list:
     return list(dataclasses.fields(attrs_cls))
 
@@ -293,12 +431,12 @@ def attrs_to_json(attrs) -> dict:
 def attrs_from_json(attrs_cls, j, kind: str):
     """JSON object → attrs instance; unknown or missing (non-defaulted) fields are errors."""
     if not isinstance(j, dict):
-        raise CodecError(f"{kind} payload must be a JSON object, got {j!r}")
+        raise CodecError(f"{kind} payload must be a JSON object, got {_short(j)}")
     fields = {f.name: f for f in fields_of(attrs_cls)}
     unknown = [k for k in j if k not in fields]
     if unknown:
         raise CodecError(
-            f"{kind} has no field {unknown[0]!r}; its fields are: {', '.join(fields)}"
+            f"{kind} has no field {_short(unknown[0])}; its fields are: {', '.join(fields)}"
         )
     kwargs = {}
     for name, f in fields.items():
@@ -312,44 +450,10 @@ def attrs_from_json(attrs_cls, j, kind: str):
                 kwargs[name] = None
             else:
                 raise CodecError(f"{kind} is missing field {name!r}")
-    return attrs_cls(**kwargs)
-
-
-def _ryu(sci: str, hi: int, lo: int) -> str:
-    """Lay out shortest digits as Rust's ryu does (serde_json's printer): plain notation
-    for decimal exponents in (lo, hi], scientific otherwise (f32: 13/-6, f64: 16/-5)."""
-    sign = "-" if sci.startswith("-") else ""
-    mant, exp = sci.lstrip("-").split("e")
-    digits = mant.replace(".", "").rstrip("0") or "0"
-    if digits == "0":
-        return sign + "0.0"
-    kk = int(exp) + 1                       # value = 0.digits × 10^kk
-    n = len(digits)
-    if n <= kk <= hi:
-        body = digits + "0" * (kk - n) + ".0"
-    elif 0 < kk <= hi:
-        body = digits[:kk] + "." + digits[kk:]
-    elif lo < kk <= 0:
-        body = "0." + "0" * (-kk) + digits
-    elif n == 1:
-        body = f"{digits}e{kk - 1}"
-    else:
-        body = f"{digits[0]}.{digits[1:]}e{kk - 1}"
-    return sign + body
-
-
-def format_f32(v: float) -> str:
-    """Shortest decimal that round-trips through f32, laid out as serde_json prints it."""
-    if math.isnan(v) or math.isinf(v):
-        return "null"
-    return _ryu(np.format_float_scientific(np.float32(v), unique=True, trim="0"), 13, -6)
-
-
-def format_f64(v: float) -> str:
-    """Shortest round-trip f64 decimal, laid out as serde_json prints it (``1.0``, ``1e-7``)."""
-    if math.isnan(v) or math.isinf(v):
-        return "null"
-    return _ryu(np.format_float_scientific(np.float64(v), unique=True, trim="0"), 16, -5)
+    try:
+        return attrs_cls(**kwargs)
+    except (TypeError, ValueError) as e:
+        raise CodecError(f"{kind}: {e}") from None
 
 
 def dumps(j) -> str:

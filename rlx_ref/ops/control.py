@@ -14,7 +14,7 @@ from ..conformance.accuracy import WHILE_TRIPS, nested
 from ..ir.graph import Graph
 from ..ir.shape import Dyn
 from . import _control_bodies as B
-from .codec import BOOL, GRAPH, USIZE, Optional, attr
+from .codec import BOOL, GRAPH, U32, USIZE, Optional, attr
 from .opdef import Caps, OpDef, OpError, register, want
 
 NESTED = Caps.NESTED_BODY
@@ -36,11 +36,11 @@ class WhileAttrs:
 @dataclass(frozen=True)
 class ScanAttrs:
     body: Graph = attr(GRAPH, doc="(carry, bcast..., x_t...) -> next carry")
-    length: int = attr(USIZE, doc="number of steps (u32)")
+    length: int = attr(U32, doc="number of steps (u32)")
     save_trajectory: bool = attr(BOOL, False, doc="stack every carry instead of the last")
-    num_bcast: int = attr(USIZE, 0, doc="operands passed unchanged to every step")
-    num_xs: int = attr(USIZE, 0, doc="operands sliced along axis 0, one row per step")
-    num_checkpoints: int = attr(USIZE, 0, doc="K > 0: keep K evenly spaced trajectory rows")
+    num_bcast: int = attr(U32, 0, doc="operands passed unchanged to every step")
+    num_xs: int = attr(U32, 0, doc="operands sliced along axis 0, one row per step")
+    num_checkpoints: int = attr(U32, 0, doc="K > 0: keep K evenly spaced trajectory rows")
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class CustomFnAttrs:
     fwd_body: Graph = attr(GRAPH, doc="the primal computation: num_inputs Inputs, one output")
     vjp_body: Graph | None = attr(Optional(GRAPH), doc="custom reverse rule (autodiff only)")
     jvp_body: Graph | None = attr(Optional(GRAPH), doc="custom forward rule (autodiff only)")
-    num_inputs: int = attr(USIZE, doc="operand count (u32)")
+    num_inputs: int = attr(U32, doc="operand count (u32)")
 
 
 def _out0(body: Graph):

@@ -22,14 +22,14 @@ import numpy as np
 
 from ..ir.dtype import DType
 from ..ir.shape import Shape, ShapeError
-from .codec import BYTES, STR, USIZE, attr
+from .codec import BYTES, STR, U32, attr
 from .opdef import Caps, OpDef, OpError, Sample, compute_dtype, register, want
 
 
 @dataclass(frozen=True)
 class CustomAttrs:
     name: str = attr(STR, doc="the registry key of the custom op")
-    num_inputs: int = attr(USIZE, doc="operand count, captured when the node was built")
+    num_inputs: int = attr(U32, doc="operand count, captured when the node was built")
     attrs: bytes = attr(BYTES, b"", doc="opaque per-instance bytes, decoded by the op")
 
 

@@ -13,7 +13,7 @@ import numpy as np
 from ..conformance.accuracy import reduction
 from ..ir.dtype import DType
 from ..ir.shape import Dyn, Shape
-from .codec import F32, INT, USIZE, attr
+from .codec import F32, I32, USIZE, attr
 from .opdef import Caps, OpDef, Sample, register, want
 
 FLOATS = (DType.F32, DType.F64, DType.F16, DType.BF16)
@@ -70,14 +70,15 @@ class _F32Eps:
     """Rounds ``eps`` to f32 on construction, as RLX stores it (so text round-trips)."""
 
     def __post_init__(self):
-        object.__setattr__(self, "eps", float(np.float32(self.eps)))
+        # the codec's rounding leaves non-numbers and f32 overflows for the verifier
+        object.__setattr__(self, "eps", F32.normalize(self.eps))
 
 
 # ── LayerNorm and RmsNorm (one feature axis) ─────────────────────────────
 
 @dataclass(frozen=True)
 class AxisNormAttrs(_F32Eps):
-    axis: int = attr(INT, doc="the feature axis (negative counts from the end; usually -1)")
+    axis: int = attr(I32, doc="the feature axis (negative counts from the end; usually -1)")
     eps: float = attr(F32, doc="added to the variance (mean square) inside the square root")
 
 
@@ -223,21 +224,27 @@ def _check_nc(shapes, kind: str):
     _check_vector(shapes[2], x.dims[1], kind, "beta", "C3")
 
 
+def _group_rule(c: int, groups: int) -> None:
+    """C4; the cap at max(C, 1) matters when C = 0, where any count divides C but the
+    oracle would still hold one statistic per group (2**31 groups: tens of GiB)."""
+    want(0 < groups <= max(c, 1) and c % groups == 0,
+         f"(C4) GroupNorm num_groups ({groups}) must divide the channel count C ({c}) "
+         f"and lie in 1..{max(c, 1)}")
+
+
 def _check_group_norm(shapes, a, out):
     _check_nc(shapes, "GroupNorm")
     c = shapes[0].dims[1]
     want(a.num_groups > 0, "(C4) GroupNorm num_groups must be positive, got 0")
     if not isinstance(c, Dyn):
-        want(c % a.num_groups == 0, f"(C4) GroupNorm channels ({c}) are not divisible by "
-                                    f"num_groups ({a.num_groups})")
+        _group_rule(c, a.num_groups)
 
 
 def _ref_group_norm(ctx, x, gamma, beta):
     xf, g, b = _work(x, gamma, beta)
     n, c = x.shape[:2]
     groups = ctx.attrs.num_groups
-    want(c % groups == 0, f"(C4) GroupNorm channels ({c}) are not divisible by num_groups "
-                          f"({groups})")
+    _group_rule(c, groups)
     eps = xf.dtype.type(ctx.attrs.eps)
     # one row per (sample, group): its C/groups channels and all spatial positions
     rows = xf.reshape(n, groups, -1) if xf.size else xf.reshape(n, groups, 0)
@@ -310,7 +317,7 @@ register(OpDef(
         "`num_groups` contiguous blocks of C/num_groups; for each sample and group, mean and "
         "biased variance are taken over all of the block's channels and spatial positions, "
         "then `y = (x - mean) / sqrt(var + eps) · gamma[c] + beta[c]` (per-channel affine).",
-    constraints=_NC_SHAPE + ("C4: num_groups > 0 and divides C.",),
+    constraints=_NC_SHAPE + ("C4: num_groups divides C and lies in 1..max(C, 1).",),
     samples=_nc_samples("GroupNorm"), dtypes=FLOATS,
     accuracy=reduction(2, lambda a, s: s[0].numel // max(1, s[0].dims[0] * a.num_groups),
                        "row", axes=lambda a, s: tuple(range(1, s[0].rank))),

@@ -14,7 +14,7 @@ import numpy as np
 from ..conformance.accuracy import exact, per_op, reduction
 from ..ir.dtype import DType
 from ..ir.shape import Shape
-from .codec import BOOL, INT, USIZE, Enum, ListOf, attr
+from .codec import BOOL, I32, USIZE, Enum, ListOf, attr
 from .elementwise import zero_sign_of_extreme
 from .opdef import Caps, OpDef, Sample, compute_dtype, register, want
 
@@ -163,7 +163,7 @@ register(OpDef(
 
 @dataclass(frozen=True)
 class SoftmaxAttrs:
-    axis: int = attr(INT, doc="the axis normalised over (negative counts from the end)")
+    axis: int = attr(I32, doc="the axis normalised over (negative counts from the end)")
 
 
 def _infer_softmax(shapes, a):
@@ -222,7 +222,7 @@ register(OpDef(
 
 @dataclass(frozen=True)
 class CumAttrs:
-    axis: int = attr(INT, doc="the scanned axis (negative counts from the end)")
+    axis: int = attr(I32, doc="the scanned axis (negative counts from the end)")
     exclusive: bool = attr(BOOL, doc="out[j] combines x[0..j) instead of x[0..=j]")
 
 

@@ -20,7 +20,7 @@ from ..conformance.accuracy import chain_accuracy
 from ..ir.dtype import ALL_DTYPES, DType
 from ..ir.graph import Op
 from ..ir.shape import Shape, broadcast_dims
-from .codec import DTYPE, USIZE, Enum, ListOf, TupleOf, attr
+from .codec import DTYPE, U32, Enum, ListOf, TupleOf, attr
 from .elementwise import (ACTIVATIONS, BINARIES, COMPARES, ActivationAttrs, BinaryAttrs,
                           CastAttrs, CompareAttrs)
 from .opdef import Caps, OpDef, OpError, RefCtx, Sample, get, register, want
@@ -32,7 +32,7 @@ MAX_STEPS = 32      # region kernels pack 4 u32 words per step into 128 words
 ACTIVATION_ENUM = Enum("Activation", units=tuple(ACTIVATIONS))
 BINARY_ENUM = Enum("BinaryOp", units=tuple(BINARIES))
 COMPARE_ENUM = Enum("CmpOp", units=tuple(COMPARES))
-OPERAND = Enum("ChainOperand", data={"Input": USIZE, "Step": USIZE})
+OPERAND = Enum("ChainOperand", data={"Input": U32, "Step": U32})
 CHAIN_STEP = Enum("ChainStep", data={
     "Activation": TupleOf(ACTIVATION_ENUM, OPERAND),
     "Cast": TupleOf(DTYPE, OPERAND),
@@ -78,12 +78,12 @@ def where(cond, on_true, on_false) -> tuple:
 @dataclass(frozen=True)
 class ElementwiseRegionAttrs:
     chain: tuple = attr(ListOf(CHAIN_STEP), doc="the steps, evaluated in order per element")
-    num_inputs: int = attr(USIZE, doc="number of region inputs (operands)")
-    scalar_input_mask: int = attr(USIZE, 0, doc="bit i set: input i is a one-element scalar")
-    input_modulus: tuple = attr(TupleOf(*[USIZE] * MAX_INPUTS), (0,) * MAX_INPUTS,
+    num_inputs: int = attr(U32, doc="number of region inputs (operands)")
+    scalar_input_mask: int = attr(U32, 0, doc="bit i set: input i is a one-element scalar")
+    input_modulus: tuple = attr(TupleOf(*[U32] * MAX_INPUTS), (0,) * MAX_INPUTS,
                                 doc="per input: 0 = read element gid, m > 0 = read gid % m")
     prologue: str = attr(PROLOGUE, "None", doc="memory transform applied before the chain")
-    prologue_input: int = attr(USIZE, 0, doc="the input the prologue transforms")
+    prologue_input: int = attr(U32, 0, doc="the input the prologue transforms")
 
 
 def encode_region(chain, input_shapes, out_shape: Shape | None = None, prologue="None",

@@ -19,7 +19,7 @@ from ...ir.shape import Dyn
 from ...ops.opdef import RefCtx, get
 from ...runtime.session import CompiledGraph
 from ..base import Executable
-from ..planning import assign_buffers, contiguous, specialize
+from ..planning import assign_buffers, contiguous, host_memory_bytes, planning, specialize
 from .lowering import LOWERINGS, LowerCtx
 
 
@@ -45,7 +45,8 @@ class Plan:
                 low = LOWERINGS[node.kind]
                 ctx = LowerCtx(node, graph, options, compile_body=lambda body: SubPlan(body,
                                                                                      options))
-                step = low.fn(node, [graph.nodes[i].shape for i in node.inputs], ctx)
+                with planning("numba-cpu", node, host_memory_bytes(), "this machine's memory"):
+                    step = low.fn(node, [graph.nodes[i].shape for i in node.inputs], ctx)
                 for k in step.kernels:
                     self.kernels[k.name] = k.source
                 self.steps.append((node, step, node.inputs))
@@ -62,7 +63,7 @@ class Plan:
         self.buffer = assign_buffers(
             self.graph, [node for node, _, _ in self.steps], keep,
             lambda n: n.id not in keep and n.id not in returns,
-            lambda dt, dims: np.empty(dims, dt.np))
+            lambda dt, dims: np.empty(dims, dt.np), "numba-cpu")
 
     def prepare(self) -> None:
         """Precompute the run loop: a list environment indexed by node id, with constants

@@ -16,7 +16,7 @@ from ...ir.shape import Dyn
 from ...ops.opdef import RefCtx, get
 from ...runtime.session import CompiledGraph
 from ..base import Executable
-from ..planning import assign_buffers, contiguous, specialize
+from ..planning import assign_buffers, contiguous, planning, specialize
 from . import memory
 from .lowering import ERR_TEXT, LOWERINGS, LowerCtx
 from .program import ProgramBuilder
@@ -80,7 +80,9 @@ class Plan:
                                compile_body=lambda body: Plan(body, rt, options),
                                queue=rt.queue)
                 ins = [graph.nodes[i].shape for i in node.inputs]
-                self.steps.append((node, LOWERINGS[node.kind].fn(node, ins, ctx)))
+                with planning("opencl", node, rt.max_alloc, "the device's largest buffer "
+                              "(CL_DEVICE_MAX_MEM_ALLOC_SIZE)", _cl_errors()):
+                    self.steps.append((node, LOWERINGS[node.kind].fn(node, ins, ctx)))
         self.outputs = list(graph.outputs)
         self.inputs = [n for n in graph.nodes if n.kind == "Input"]
         self.params = [n for n in graph.nodes if n.kind == "Param"]
@@ -94,13 +96,19 @@ class Plan:
         rt = self.rt
         env = dict(self.const)
         for n in self.inputs + self.params:
-            env[n.id] = memory.empty(rt.context, n.shape.dims, n.shape.dtype.np)
+            with planning("opencl", n, rt.max_alloc, "the device's largest buffer "
+                          "(CL_DEVICE_MAX_MEM_ALLOC_SIZE)", _cl_errors()):
+                env[n.id] = memory.empty(rt.context, n.shape.dims, n.shape.dtype.np)
         keep = set(self.outputs)
         nodes_run = [n for n, _ in self.steps]
         env.update(assign_buffers(self.graph, nodes_run, keep, lambda n: True,
-                                  lambda dt, dims: memory.empty(rt.context, dims, dt.np)))
-        launchers = [(node, step.bind(env[node.id], *[env[i] for i in node.inputs]))
-                     for node, step in self.steps]
+                                  lambda dt, dims: memory.empty(rt.context, dims, dt.np),
+                                  "opencl", _cl_errors()))
+        launchers = []
+        for node, step in self.steps:
+            with planning("opencl", node, errors=_cl_errors()):     # builds the program
+                launchers.append((node, step.bind(env[node.id],
+                                                  *[env[i] for i in node.inputs])))
         self.env = env
         self._launchers = launchers
 
@@ -174,6 +182,15 @@ class Runtime:
         self.device, self.context, self.queue = device, context, queue
         self.program = ProgramBuilder(context, device, build_options)
         self.errors = ErrorWord(context, queue)
+        # OpenCL refuses any one buffer past this (INVALID_BUFFER_SIZE); checked per node
+        self.max_alloc = min(d.max_mem_alloc_size for d in context.devices)
+
+
+def _cl_errors() -> tuple:
+    """The driver's errors a buffer allocation raises (size refused, device memory out)."""
+    import pyopencl as cl
+
+    return (cl.Error,)
 
 
 class OpenCLExecutable(CompiledGraph, Executable):
