@@ -211,7 +211,11 @@ def cast_array(x: np.ndarray, to: DType, np_to: np.dtype | None = None) -> np.nd
             out = np.where(big, np.int64(hi), out)
         return out.astype(target)
     with np.errstate(all="ignore"):
-        return x.astype(target)
+        if to in (DType.F16, DType.BF16) and x.dtype == np.float64:
+            x = x.astype(np.float32)    # RLX narrows f64 to 16 bits through f32 (twice)
+        # to.np first: a float64-mode target (f64 storage) still takes the declared type's
+        # range and precision (overflow to inf, subnormals, underflow to 0)
+        return x.astype(to.np).astype(target, copy=False)
 
 
 def _ref_cast(ctx, x):
@@ -227,6 +231,16 @@ def _cast_samples(rng):
         Sample((np.array([1, -1, 300, 70000], np.int32),), CastAttrs(DType.I16), tags=("wrap",)),
         Sample((np.array([True, False]),), CastAttrs(DType.F32), tags=("bool",)),
         Sample((rng.standard_normal(5),), CastAttrs(DType.F16), tags=("round",)),
+        Sample((np.array([70000.0, -1e6, 1e-8, -2e-8, 6e-8, 65504.0, 1e-5], np.float32),),
+               CastAttrs(DType.F16), tags=("overflow", "subnormal", "hand"),
+               expect=np.array([np.inf, -np.inf, 0.0, -0.0, 2.0**-24, 65504.0, 1e-5],
+                               np.float16)),
+        Sample((np.array([1.0 + 2.0**-11 + 2.0**-40, 3e38, 1e-39]),), CastAttrs(DType.F16),
+               tags=("double-rounding", "f64", "hand"),
+               expect=np.array([1.0, np.inf, 0.0], np.float16)),
+        Sample((np.array([1e39, 1e-46, 2.0**-149]),), CastAttrs(DType.F32),
+               tags=("overflow", "subnormal", "f64", "hand"),
+               expect=np.array([np.inf, 0.0, 2.0**-149], np.float32)),
         Sample((rng.standard_normal(5).astype(np.float32),), CastAttrs(DType.BF16)),
         Sample((np.float32(3.5),), CastAttrs(DType.F64), tags=("0-d",)),
         Sample((np.zeros(0, np.float32),), CastAttrs(DType.I64), tags=("empty",)),
@@ -242,6 +256,9 @@ register(OpDef(
         "keeps the real part.",
     constraints=("C1: the output has the input's dims and dtype `to`.",),
     samples=_cast_samples, accuracy=exact(signed_zeros=True),
+    notes="A narrowing float Cast rounds to the target type's range and precision also in "
+          "the float64 oracle. f64 → f16/bf16 rounds through f32, as RLX's CPU converts "
+          "(two roundings: 1 + 2^-11 + 2^-40 gives 1, not the nearer 1 + 2^-10).",
 ))
 
 register(OpDef(

@@ -1,0 +1,61 @@
+"""Oracle semantics at the edges where it once departed from RLX or from IEEE.
+
+Integer Div at the type's minimum, Fma's signed zeros, narrowing Casts in the float64
+oracle, and the index ops whose NaN/-inf rules follow RLX's CPU kernels.
+"""
+import numpy as np
+import pytest
+
+from rlx_ref import DType
+from rlx_ref.ops._elementwise_binary import BinaryAttrs
+from rlx_ref.ops.elementwise import ActivationAttrs, CastAttrs
+from rlx_ref.ops.single import run_single
+
+
+def _both(kind, attrs, *arrays):
+    """The op on the oracle in its own dtype and in float64 mode."""
+    return [run_single(kind, attrs, *arrays, float64=f) for f in (False, True)]
+
+
+@pytest.mark.parametrize("dt", [np.int8, np.int16, np.int32, np.int64])
+def test_integer_div_at_the_minimum_truncates_without_wrapping(dt):
+    lo, hi = int(np.iinfo(dt).min), int(np.iinfo(dt).max)
+    a = np.array([lo, lo, lo, hi, -7, 7], dt)
+    b = np.array([2, 3, -1, -2, 2, -2], dt)
+    got = run_single("Binary", BinaryAttrs("Div"), a, b)
+    # -2**(n-1) / 2 is exact; / 3 truncates toward zero; MIN / -1 wraps to MIN
+    want = [lo // 2, -(-lo // 3), lo, -(hi // 2), -3, -3]
+    assert got.dtype == dt and got.tolist() == want
+
+
+def test_fma_keeps_ieee_zero_signs_in_both_oracle_modes():
+    a = np.array([0.0, 0.0, -0.0, 2.0], np.float64)
+    b = np.array([-0.0, -0.0, 5.0, 3.0], np.float64)
+    c = np.array([-0.0, 0.0, -0.0, -6.0], np.float64)
+    for x in (a, a.astype(np.float32)):
+        for got in _both("Fma", None, x, b.astype(x.dtype), c.astype(x.dtype)):
+            assert got.tolist() == [0.0, 0.0, 0.0, 0.0]
+            assert np.signbit(got).tolist() == [True, False, True, False]
+
+
+@pytest.mark.parametrize("to", [DType.F16, DType.BF16, DType.F32])
+def test_narrowing_cast_rounds_to_the_target_in_float64_mode(to):
+    x = np.array([1e39, -1e39, 1e-50, 1.0 + 2.0**-30, 3.0], np.float64)
+    plain, wide = _both("Cast", CastAttrs(to), x)
+    assert wide.dtype == np.float64
+    # the float64 oracle holds exactly the values the target type can: inf past its
+    # range, 0 below its smallest subnormal, the rounded significand in between
+    np.testing.assert_array_equal(wide, plain.astype(np.float64))
+    assert wide[0] == np.inf and wide[1] == -np.inf and wide[2] == 0 and wide[3] == 1.0
+
+
+def test_cast_f32_to_f16_overflows_and_underflows_in_float64_mode():
+    x = np.array([70000.0, 1e-8, 6e-8], np.float32)
+    _, wide = _both("Cast", CastAttrs(DType.F16), x)
+    assert wide.tolist() == [np.inf, 0.0, 2.0**-24]
+
+
+def test_cast_f64_to_f16_rounds_through_f32_as_rlx():
+    x = np.array([1.0 + 2.0**-11 + 2.0**-40])     # direct rounding gives 1 + 2**-10
+    for got in _both("Cast", CastAttrs(DType.F16), x):
+        assert float(got[0]) == 1.0
