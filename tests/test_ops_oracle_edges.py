@@ -59,3 +59,17 @@ def test_cast_f64_to_f16_rounds_through_f32_as_rlx():
     x = np.array([1.0 + 2.0**-11 + 2.0**-40])     # direct rounding gives 1 + 2**-10
     for got in _both("Cast", CastAttrs(DType.F16), x):
         assert float(got[0]) == 1.0
+
+
+@pytest.mark.parametrize("kind", ["ArgMax", "ArgMin"])
+def test_arg_reductions_scan_from_element_0_as_rlx(kind):
+    from rlx_ref.ops._reduction_arg import ArgAttrs
+
+    x = np.array([[np.nan, 1, 5, -2], [2, np.nan, 7, -7], [np.nan] * 4,
+                  [-np.inf, np.nan, -np.inf, 0]], np.float32)
+    # a NaN at element 0 is never beaten; a later NaN is skipped
+    want = [0, 2, 0, 3] if kind == "ArgMax" else [0, 3, 0, 0]
+    for got in _both(kind, ArgAttrs(1, False), x):
+        assert got.tolist() == want
+    kept = run_single(kind, ArgAttrs(1, True), x)
+    assert kept.shape == (4, 1) and kept.ravel().tolist() == want
