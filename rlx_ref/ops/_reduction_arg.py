@@ -227,6 +227,11 @@ register(OpDef(
     samples=_topk_samples, dtypes=FLOATS + (DType.I32,), accuracy=exact(),
     notes="No shape rule, as RLX: the declared shape is authoritative because the index "
           "dtype (input dtype or i64) is the node's choice; C3/C4 check it. RLX leaves "
-          "k > axis length and NaN ordering unspecified; rlx_ref rejects the first and "
-          "ranks NaN last.",
+          "k > axis length unspecified; rlx_ref rejects it. Kept apart from RLX's CPU "
+          "kernel (rlx-cpu thunk.rs Thunk::TopK) for a known RLX defect: it repeats an "
+          "ArgMax scan (start at element 0, strict >) and masks each pick by writing -inf "
+          "over it, so once only -inf is left it returns index 0 again ([1, -inf], k=2 "
+          "gives [0, 0]) and a NaN after element 0 is never returned. rlx_ref returns k "
+          "distinct indices with NaN ranked below every number, so on a row whose element 0 "
+          "is NaN, TopK(k=1) differs from ArgMax (which follows RLX's scan and gives 0).",
 ))

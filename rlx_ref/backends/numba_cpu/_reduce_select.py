@@ -2,8 +2,8 @@
 
 ArgMax (ArgMin) keeps the first strictly larger (smaller) non-NaN value, so ties give the
 lowest index, -0 and +0 tie, and a slice whose element 0 is NaN gives 0: RLX's scan from
-element 0, which no later value beats when it is NaN. TopK ranks (value descending, index ascending) with NaN
-below every number: small k keeps a sorted buffer of k candidates per row (one pass,
+element 0, which no later value beats when it is NaN. TopK ranks (value descending, index
+ascending) with NaN below every number: small k keeps a sorted buffer of k candidates per row (one pass,
 insertion only when an element beats the k-th); large k runs a stable bottom-up merge
 sort of the row's indices. Indices are stored in the output's dtype (f32-encoded or i64).
 """

@@ -1,8 +1,8 @@
 """OpenCL C of the index-valued reductions: ArgMax, ArgMin and TopK.
 
 ArgMax (ArgMin) keeps the first strictly larger (smaller) non-NaN value, so ties give the
-lowest index, -0 and +0 tie, and a slice whose element 0 is NaN gives 0 (RLX's scan). ``lines`` searches one line
-(stride ``inner``) per work-item; ``rows_cpu`` a row per work-item in 8 lanes (each the
+lowest index, -0 and +0 tie, and a slice whose element 0 is NaN gives 0 (RLX's scan).
+``lines`` searches one line (stride ``inner``) per work-item; ``rows_cpu`` a row per work-item in 8 lanes (each the
 first best of its elements, merged lowest index first); ``rows_gpu`` splits a row over a
 work-group and merges (value, index) pairs in a tree, the lower index winning ties. TopK keeps the ``k`` best
 candidates of a row sorted (value descending, index ascending; NaN below every number)
