@@ -258,3 +258,31 @@ def test_index_kernels_report_bad_indices_naming_the_node():
     assert lines[1] == "at %3 in @nd: index is not an integer"
     assert lines[2] == [[0.0] * 4, [0.0] * 4, [2.0] * 4].__repr__().replace("'", "")
     assert lines[3] == "at %2 in @ge: index out of range"
+
+
+def test_float_scatter_add_and_mul_fold_duplicates_in_update_order():
+    """Atomics would add duplicates in arrival order; the fold repeats the oracle's sums."""
+    run = _sim('''
+        import numpy as np, rlx_ref
+        from rlx_ref.backends.registry import get_backend
+        b = get_backend("cuda")
+        rng = np.random.default_rng(5)
+        out = []
+        for red in ("Add", "Mul"):
+            g = rlx_ref.Graph("nd")
+            d = g.input("d", [3, 2]); i = g.input("i", [40, 1], "i32")
+            u = g.input("u", [40, 2])
+            g.set_outputs([g.op("ScatterNd", [d, i, u], reduction=red)])
+            f = {"d": np.ones((3, 2), np.float32),
+                 "i": rng.integers(-3, 3, (40, 1)).astype(np.int32),
+                 "u": (rng.standard_normal((40, 2)) * 10.0 ** rng.integers(-3, 4, (40, 2))
+                       if red == "Add" else 1 + rng.standard_normal((40, 2)) / 8
+                       ).astype(np.float32)}
+            exe = b.compile(g)
+            runs = [exe.run(f)[0] for _ in range(3)]
+            want = rlx_ref.interpret(g, f)[0]
+            out.append(all(r.tobytes() == want.tobytes() for r in runs))
+        print(out)
+    ''')
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.strip().splitlines()[-1] == "[True, True]"

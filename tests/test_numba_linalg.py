@@ -90,6 +90,22 @@ def test_singular_solve_is_an_error_naming_the_node():
         NB.compile(g).run({"x0": a, "x1": np.ones((3, 2))})
 
 
+@pytest.mark.parametrize("dt, name", [(np.float32, "f32"), (np.float64, "f64")])
+@pytest.mark.parametrize("where", [(0, 0), (1, 0), (1, 1), (0, 1)])
+def test_nan_in_a_is_singular_on_oracle_and_numba(dt, name, where):
+    """LAPACK builds disagree on NaN pivots; the spec makes any NaN in A singular."""
+    from rlx_ref import interpret
+
+    g = _graph("DenseSolve", [(2, 2), (2,)], name)
+    a = np.array([[3.0, 1.0], [1.0, 2.0]], dt)
+    a[where] = np.nan
+    feeds = {"x0": a, "x1": np.ones(2, dt)}
+    for run in (lambda: NB.compile(g).run(feeds), lambda: interpret(g, feeds),
+                lambda: interpret(g, feeds, float64=True)):
+        with pytest.raises(Exception, match=r"DenseSolve: A \(2x2\) is singular: it holds NaN"):
+            run()
+
+
 @pytest.mark.parametrize("dt, name, tol", [(np.float64, "f64", 1e-10), (np.float32, "f32", 1e-3)])
 def test_solve_matches_lapack_on_a_larger_system(dt, name, tol):
     a = (RNG.standard_normal((4, 60, 60)) + 8 * np.eye(60)).astype(dt)

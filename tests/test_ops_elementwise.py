@@ -34,7 +34,7 @@ SCALAR = {
     "Cos": math.cos, "Tan": math.tan, "Atan": math.atan, "Recip": lambda x: 1 / x,
     "Round": round, "Floor": math.floor, "Ceil": math.ceil,
     "Sign": lambda x: (x > 0) - (x < 0), "Softplus": lambda x: math.log1p(math.exp(x)),
-    "Elu": lambda x: x if x > 0 else math.expm1(x), "Erf": math.erf,
+    "Elu": lambda x: x if x > 0 else math.exp(x) - 1, "Erf": math.erf,
     "HardSwish": lambda x: x * min(max(x + 3, 0), 6) / 6,
     "HardSigmoid": lambda x: min(max(x / 6 + 0.5, 0), 1),
     "Mish": lambda x: x * math.tanh(math.log1p(math.exp(x))),

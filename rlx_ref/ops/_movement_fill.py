@@ -233,9 +233,12 @@ register(OpDef(
         "Leading axes are batch axes.",
     constraints=("C1: rank >= 2.",),
     samples=_trilu_samples, dtypes=ALL_DTYPES,
-    notes="RLX decomposes Trilu to a multiply by a 0/1 mask, which turns NaN/inf in the "
-          "zeroed region into NaN; the oracle writes 0 there (as a native kernel and "
-          "np.triu do). RLX has no shape rule for Trilu; here the shape is inferred.",
+    notes="Kept apart from RLX for a defect of its lowering: RLX's LowerStructural pass "
+          "rewrites Trilu as a multiply by a 0/1 mask, which changes what it should zero "
+          "(NaN and ±inf become NaN, negatives -0), so the rewrite is not the op it "
+          "replaces (ONNX Trilu, which RLX imports, writes zeros). The oracle writes +0 "
+          "there, as np.triu and a native kernel do. RLX has no shape rule for Trilu; here "
+          "the shape is inferred.",
 ))
 
 

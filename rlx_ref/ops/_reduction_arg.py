@@ -77,10 +77,15 @@ def _arg_reference(largest: bool):
                  f"{kind} over an empty axis ({ax} of shape {list(x.shape)}) has no answer")
             return np.zeros(ctx.out_dims, ctx.out_np)
         y = compute_dtype(x)
-        # The NaN-ignoring extreme (NaN only when the whole slice is NaN) ...
+        # RLX's CPU scan: best = element 0, then the first strictly larger (smaller) one.
+        # NaN never compares larger, so a NaN after element 0 is skipped, and a NaN AT
+        # element 0 is never beaten: the answer is 0. Otherwise that is the first position
+        # of the NaN-ignoring extreme (argmax of all-False, all NaN, is 0 too).
         best = (np.fmax if largest else np.fmin).reduce(y, axis=ax, keepdims=True)
-        # ... and the first position holding it; argmax of all-False (all NaN) is 0.
         first = np.argmax(y == best, axis=ax, keepdims=keep)
+        if y.dtype.kind == "f":
+            lead_nan = np.isnan(np.take(y, [0], axis=ax))
+            first = np.where(lead_nan if keep else np.squeeze(lead_nan, ax), 0, first)
         return first.astype(ctx.out_np)
     return ref
 
@@ -91,16 +96,20 @@ def _arg_samples(largest: bool):
         ties = np.array([[1, 3, 3, 0], [2, 2, 2, 2]], np.float32)
         nan = np.array([[np.nan, 1, 5, np.nan], [np.nan] * 4, [-np.inf, np.nan, -np.inf, 0]],
                        np.float32)
+        mid_nan = np.array([[2, np.nan, 7, 7], [3, np.nan, -1, -1]], np.float32)
+        e_mid = [2, 0] if largest else [0, 2]
         a = ArgAttrs
         if largest:
-            e_ties, e_nan, e_signed = [1, 0], [2, 0, 3], 0
+            e_ties, e_nan, e_signed = [1, 0], [0, 0, 3], 0
         else:
-            e_ties, e_nan, e_signed = [3, 0], [1, 0, 0], 0
+            e_ties, e_nan, e_signed = [3, 0], [0, 0, 0], 0
         return [
             Sample((ties,), a(1, False), tags=("ties", "hand"),
                    expect=np.array(e_ties, np.float32)),
             Sample((nan,), a(1, False), tags=("nan", "inf", "hand"),
                    expect=np.array(e_nan, np.float32)),
+            Sample((mid_nan,), a(1, True), tags=("nan", "keep_dim", "hand"),
+                   expect=np.array(e_mid, np.float32).reshape(2, 1)),
             Sample((np.array([-0.0, 0.0], np.float32),), a(0, False), tags=("±0", "0-d"),
                    expect=np.float32(e_signed)),
             Sample((x,), a(1, False), tags=("middle-axis", "prime-length")),
@@ -126,15 +135,16 @@ for _kind, _largest in (("ArgMax", True), ("ArgMin", False)):
         doc=f"The index of the {_word} element along `axis` (absolute). The axis is dropped "
             f"(or kept as size 1 with `keep_dim`). The index is returned as a value of the "
             f"input's dtype (RLX's f32-encoded indices). Ties give the lowest index (-0 and "
-            f"+0 tie). NaN is never the {_word} element; a slice that is all NaN gives 0.",
+            f"+0 tie). The search starts at element 0 and moves only to a strictly "
+            f"{_word} element, so a NaN after element 0 is skipped and a NaN at element 0 "
+            f"is never beaten: the answer is then 0 (as for an all-NaN slice).",
         constraints=("C1: axis < rank (the input has rank >= 1).",
                      ("C2: the input is float or integer and every index along the axis "
                       "is exact in its dtype (f16: axis length <= 2049, bf16: <= 257)."),
                      "C3: the axis is non-empty unless the output is empty."),
         samples=_arg_samples(_largest), dtypes=FLOATS + (DType.I32,), accuracy=exact(),
-        notes="RLX's CPU compares with a strict >/<, starting from element 0: when element 0 "
-              "is NaN it returns 0 even if numbers follow; rlx_ref skips NaN everywhere, "
-              "matching the NaN-ignoring Reduce Max/Min.",
+        notes="Follows RLX's CPU kernel (rlx-cpu exec_arg_reduce / execute_argreduce_f32: "
+              "best = element 0, strict >/<), NaN at element 0 included.",
     ))
 
 
@@ -217,6 +227,11 @@ register(OpDef(
     samples=_topk_samples, dtypes=FLOATS + (DType.I32,), accuracy=exact(),
     notes="No shape rule, as RLX: the declared shape is authoritative because the index "
           "dtype (input dtype or i64) is the node's choice; C3/C4 check it. RLX leaves "
-          "k > axis length and NaN ordering unspecified; rlx_ref rejects the first and "
-          "ranks NaN last.",
+          "k > axis length unspecified; rlx_ref rejects it. Kept apart from RLX's CPU "
+          "kernel (rlx-cpu thunk.rs Thunk::TopK) for a known RLX defect: it repeats an "
+          "ArgMax scan (start at element 0, strict >) and masks each pick by writing -inf "
+          "over it, so once only -inf is left it returns index 0 again ([1, -inf], k=2 "
+          "gives [0, 0]) and a NaN after element 0 is never returned. rlx_ref returns k "
+          "distinct indices with NaN ranked below every number, so on a row whose element 0 "
+          "is NaN, TopK(k=1) differs from ArgMax (which follows RLX's scan and gives 0).",
 ))

@@ -189,7 +189,11 @@ register(OpDef(
           "also skips weights <= 1e-8 when summing V and applies the softcap only on its "
           "BHSD path; the reference does neither. Rank-3 Q whose last dim is head_dim with "
           "num_heads > 1 (RLX's doc calls rank 3 single-head) is rejected as ambiguous; "
-          "softcap <= 0 (silently ignored by RLX's CPU) is rejected.",
+          "softcap <= 0 (silently ignored by RLX's CPU) is rejected. The Bias is added "
+          "BEFORE the softcap, as RLX's CPU does (rlx-cpu executor.rs: MaskKind::Bias adds "
+          "into the scores, then c·tanh(s/c)): the bias is part of the score the cap bounds, "
+          "so a -inf bias becomes -c and that key keeps weight; hide keys with a mask kind, "
+          "which applies after the cap here.",
 ))
 
 

@@ -99,7 +99,8 @@ ACTIVATIONS = {
     "Ceil": ("⌈x⌉", np.ceil, ""),
     "Sign": ("-1, 0 or +1 (sign(±0) = 0, sign(NaN) = 0)", _sign, "i"),
     "Softplus": ("ln(1 + e^x)", _softplus, ""),
-    "Elu": ("x if x > 0 else e^x - 1 (α = 1)", lambda x: np.where(x > 0, x, np.expm1(x)), ""),
+    # e^x - 1 as RLX computes it, not expm1: tiny |x| cancels to 0 in f32
+    "Elu": ("x if x > 0 else e^x - 1 (α = 1)", lambda x: np.where(x > 0, x, np.exp(x) - 1), ""),
     "Erf": ("erf(x)", special.erf, ""),
     "HardSwish": ("x·clamp(x + 3, 0, 6)/6", lambda x: x * np.clip(x + 3, 0, 6) / 6, ""),
     "HardSigmoid": ("clamp(x/6 + 0.5, 0, 1)", lambda x: np.clip(x / 6 + 0.5, 0, 1), ""),
@@ -170,18 +171,21 @@ register(OpDef(
                  "Log, Sqrt also take complex)."),
     samples=_activation_samples, dtypes=(DType.F32, DType.F64, DType.F16, DType.BF16),
     # f32 ULPs: the larger of OpenCL's full-profile limits and numpy's own (log: 4), composed;
-    # floor: absolute slack ∝ |x| where the formula cancels (1 + erf, sin near π, x + 3).
+    # floor: absolute slack ∝ |x| where the formula cancels (1 + erf, sin near π, x + 3);
+    # Elu's e^x - 1 cancels against 1, so its slack is at least 2 eps.
     accuracy=per_op({
         "Gelu": ulp(20, floor=16), "GeluApprox": ulp(10, floor=8), "Silu": ulp(8),
         "Relu": exact(), "Sigmoid": ulp(6), "Tanh": ulp(5), "Exp": ulp(3), "Log": ulp(4),
         "Sqrt": ulp(3), "Rsqrt": ulp(2), "Neg": exact(), "Abs": exact(),
         "Sin": ulp(4, floor=2), "Cos": ulp(4, floor=2), "Tan": ulp(5, floor=2),
         "Atan": ulp(5), "Recip": ulp(3), "Round": exact(), "Floor": exact(),
-        "Ceil": exact(), "Sign": exact(), "Softplus": ulp(8, floor=2), "Elu": ulp(4),
+        "Ceil": exact(), "Sign": exact(), "Softplus": ulp(8, floor=2), "Elu": ulp(4, floor=2, at_least=1),
         "Erf": ulp(16), "HardSwish": ulp(3, floor=2), "HardSigmoid": ulp(3, floor=1),
         "Mish": ulp(16, floor=2), "Softsign": ulp(3), "LogSigmoid": ulp(8, floor=2)}),
     notes="Round is half-to-even as RLX documents it (RLX's f32 CPU path rounds half "
-          "away from zero). 16-bit floats are computed in f32 and rounded once.",
+          "away from zero). 16-bit floats are computed in f32 and rounded once. Elu is "
+          "`exp(x) - 1` as RLX's kernels compute it (its kernel DSL manifest: "
+          "`x > 0 ? x : exp(x) - 1`), not expm1: in f32, x = -1e-8 gives 0.",
 ))
 
 
@@ -211,7 +215,11 @@ def cast_array(x: np.ndarray, to: DType, np_to: np.dtype | None = None) -> np.nd
             out = np.where(big, np.int64(hi), out)
         return out.astype(target)
     with np.errstate(all="ignore"):
-        return x.astype(target)
+        if to in (DType.F16, DType.BF16) and x.dtype == np.float64:
+            x = x.astype(np.float32)    # RLX narrows f64 to 16 bits through f32 (twice)
+        # to.np first: a float64-mode target (f64 storage) still takes the declared type's
+        # range and precision (overflow to inf, subnormals, underflow to 0)
+        return x.astype(to.np).astype(target, copy=False)
 
 
 def _ref_cast(ctx, x):
@@ -227,6 +235,16 @@ def _cast_samples(rng):
         Sample((np.array([1, -1, 300, 70000], np.int32),), CastAttrs(DType.I16), tags=("wrap",)),
         Sample((np.array([True, False]),), CastAttrs(DType.F32), tags=("bool",)),
         Sample((rng.standard_normal(5),), CastAttrs(DType.F16), tags=("round",)),
+        Sample((np.array([70000.0, -1e6, 1e-8, -2e-8, 6e-8, 65504.0, 1e-5], np.float32),),
+               CastAttrs(DType.F16), tags=("overflow", "subnormal", "hand"),
+               expect=np.array([np.inf, -np.inf, 0.0, -0.0, 2.0**-24, 65504.0, 1e-5],
+                               np.float16)),
+        Sample((np.array([1.0 + 2.0**-11 + 2.0**-40, 3e38, 1e-39]),), CastAttrs(DType.F16),
+               tags=("double-rounding", "f64", "hand"),
+               expect=np.array([1.0, np.inf, 0.0], np.float16)),
+        Sample((np.array([1e39, 1e-46, 2.0**-149]),), CastAttrs(DType.F32),
+               tags=("overflow", "subnormal", "f64", "hand"),
+               expect=np.array([np.inf, 0.0, 2.0**-149], np.float32)),
         Sample((rng.standard_normal(5).astype(np.float32),), CastAttrs(DType.BF16)),
         Sample((np.float32(3.5),), CastAttrs(DType.F64), tags=("0-d",)),
         Sample((np.zeros(0, np.float32),), CastAttrs(DType.I64), tags=("empty",)),
@@ -242,6 +260,9 @@ register(OpDef(
         "keeps the real part.",
     constraints=("C1: the output has the input's dims and dtype `to`.",),
     samples=_cast_samples, accuracy=exact(signed_zeros=True),
+    notes="A narrowing float Cast rounds to the target type's range and precision also in "
+          "the float64 oracle. f64 → f16/bf16 rounds through f32, as RLX's CPU converts "
+          "(two roundings: 1 + 2^-11 + 2^-40 gives 1, not the nearer 1 + 2^-10).",
 ))
 
 register(OpDef(

@@ -246,10 +246,15 @@ def _infer_solve(shapes, batched: bool) -> Shape:
 
 def _solve_one(a, b, kind: str, where: str = ""):
     """x with a @ x = b by LU with partial pivoting; OpError when a is singular."""
+    n = a.shape[0]
+    if np.isnan(a).any():
+        # LAPACK builds disagree on a NaN pivot (here sgesv reports it singular, dgesv
+        # returns NaN), so the spec decides: an A holding NaN is singular, in every dtype
+        raise OpError(f"{kind}: A{where} ({n}x{n}) is singular: it holds NaN, so LU with "
+                      "partial pivoting has no usable pivot")
     try:
         return np.linalg.solve(a, b)
     except np.linalg.LinAlgError:
-        n = a.shape[0]
         raise OpError(f"{kind}: A{where} ({n}x{n}) is singular: LU with partial pivoting "
                       "found an exactly zero pivot, so A @ x = b has no unique solution") \
             from None
@@ -316,12 +321,14 @@ def _batched_solve_samples(rng):
 _SOLVE_DOC = (
     "Solves `A @ x = b` for x by LU factorisation with partial pivoting (LAPACK gesv), "
     "one matrix at a time. {layout} The output has b's shape. A singular A (a pivot that "
-    "is exactly zero) is a run-time error; a nearly singular A gives an inaccurate x, "
-    "as LAPACK does. f16/bf16 are solved in f32."
+    "is exactly zero, or any NaN in A) is a run-time error; a nearly singular A gives an "
+    "inaccurate x, as LAPACK does. f16/bf16 are solved in f32."
 )
 _SOLVE_NOTES = ("RLX gives no shape rule (the declared shape is authoritative); rlx_ref "
                 "infers b's shape. RLX's CPU lowers F32 and F64 only and panics on a "
-                "singular A; rlx_ref raises an error naming the matrix.")
+                "singular A; rlx_ref raises an error naming the matrix. RLX's CPU calls "
+                "LAPACK gesv, whose answer for a NaN in A depends on the build (OpenBLAS: "
+                "sgesv reports singular, dgesv returns NaN); rlx_ref defines it as singular.")
 
 register(OpDef(
     kind="DenseSolve", family="linalg", arity=2, caps=BLAS, input_names=("A", "b"),

@@ -214,7 +214,12 @@ register(OpDef(
                  "C2: the input is float."),
     samples=_softmax_samples, dtypes=FLOATS,
     accuracy=reduction(2, lambda a, s: s[0].dims[a.axis], "row", axes=lambda a, s: (a.axis,)),
-    notes="RLX's CPU computes f32 only, with a polynomial exp (a few ulp from libm).",
+    notes="RLX's CPU computes f32 only, with a polynomial exp (a few ulp from libm). Kept "
+          "apart from RLX's x86 AVX2 exp (avx2_exp8) for a defect RLX documents as a known "
+          "gap beside its portable exp_poly: it clamps its input to [-87.3, 88.7] with "
+          "max/min, which swallow NaN, so an all -inf row (x - max = NaN) comes out "
+          "uniform and a NaN logit gets ~0 weight. rlx_ref computes exact exp, as RLX's "
+          "portable and accurate (RLX_VMATH_ACCURATE) paths do: NaN stays NaN, -inf gives 0.",
 ))
 
 
@@ -319,7 +324,10 @@ for _kind, (_what, _ident, _hand, _extra) in _SCANS.items():
                   "CumMax": exact()}[_kind],
         notes="RLX's CPU scans only the last axis" +
               (" (integer Cumsum in i32/i64, else f32)." if _kind == "Cumsum" else
-               " and only f32; RLX has no shape rule for it, rlx_ref infers the input's."),
+               " and only f32; RLX has no shape rule for it, rlx_ref infers the input's.") +
+              (" NaN-ignoring as RLX: its CumMax lowering (rlx-opt lower_cumulative) is a "
+               "masked Reduce Max, and RLX's CPU Reduce Max folds with Rust's f32::max, which "
+               "returns the non-NaN operand." if _kind == "CumMax" else ""),
     ))
 
 from . import _reduction_arg  # noqa: E402,F401  (registers ArgMax, ArgMin, TopK)

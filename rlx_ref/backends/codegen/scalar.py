@@ -37,8 +37,8 @@ ACTIVATION = {
     "Ceil": {"py": "np.ceil({x})", "c": "ceil({x})"},
     "Sign": {"py": "_sign({x})", "c": "rlx_sign({x})"},
     "Softplus": {"py": "_softplus({x})", "c": "rlx_softplus({x})"},
-    "Elu": {"py": "{x} if {x} > 0.0 else _vexpm1({x})",
-            "c": "({x} > 0.0 ? {x} : expm1({x}))"},
+    "Elu": {"py": "{x} if {x} > 0.0 else _vexp({x}) - 1.0",      # RLX: exp(x) - 1, not expm1
+            "c": "({x} > 0.0 ? {x} : exp({x}) - 1.0)"},
     "Erf": {"py": "_verf({x})", "c": "erf({x})"},
     "HardSwish": {"py": "{x} * min(max({x} + 3.0, 0.0), 6.0) / 6.0",
                   "c": "{x} * fmin(fmax({x} + 3.0, 0.0), 6.0) / 6.0"},

@@ -1,9 +1,9 @@
 """Numba source of the index-valued reductions: ArgMax/ArgMin and TopK.
 
 ArgMax (ArgMin) keeps the first strictly larger (smaller) non-NaN value, so ties give the
-lowest index, -0 and +0 tie, and an all-NaN slice gives 0: the oracle's "first position
-equal to the NaN-ignoring extreme". TopK ranks (value descending, index ascending) with NaN
-below every number: small k keeps a sorted buffer of k candidates per row (one pass,
+lowest index, -0 and +0 tie, and a slice whose element 0 is NaN gives 0: RLX's scan from
+element 0, which no later value beats when it is NaN. TopK ranks (value descending, index
+ascending) with NaN below every number: small k keeps a sorted buffer of k candidates per row (one pass,
 insertion only when an element beats the k-th); large k runs a stable bottom-up merge
 sort of the row's indices. Indices are stored in the output's dtype (f32-encoded or i64).
 """
@@ -45,7 +45,7 @@ def arg_rows{sfx}(out, x, K, largest):
             if v == v and (idx < 0 or _wins(v, best, largest)):
                 best = v
                 idx = k
-        out[o] = idx if idx >= 0 else 0
+        out[o] = idx if idx >= 0 and xr[0] == xr[0] else 0     # NaN at 0 is never beaten
 
 
 @njit(**_KJ{par})
@@ -66,8 +66,9 @@ def arg_cols{sfx}(out, x, K, inner, largest, ib):
                     best[i] = v
                     idx[i] = k
         dst = out[o * inner + i0:o * inner + i0 + w]
+        x0 = x[o * K * inner + i0:o * K * inner + i0 + w]
         for i in range(w):
-            dst[i] = idx[i] if idx[i] >= 0 else 0
+            dst[i] = idx[i] if idx[i] >= 0 and x0[i] == x0[i] else 0
 
 
 @njit(**_KJ{par})

@@ -45,7 +45,9 @@ def _as_compute(name: str, dt: DType) -> str:
     return f"np.float64({name})" if dt.is_float else name
 
 
-def _cast(x: str, src: DType, to: DType) -> str:
+def _cast(x: str, src: DType, to: DType, declared: DType) -> str:
+    if declared in (DType.F16, DType.BF16) and src is DType.F64:
+        x = f"np.float32({x})"          # RLX narrows f64 to 16 bits through f32 (twice)
     if to is DType.BOOL:
         return f"{x} != 0"
     if to.is_float:
@@ -76,7 +78,7 @@ def step_expr(kind: str, attrs, args: list[str], dts: list[DType], out: DType) -
     if kind == "Compare":
         return f"{args[0]} {COMPARE[attrs.op]} {args[1]}"
     if kind == "Cast":
-        return _cast(args[0], dts[0], out)      # out: attrs.to, or its f64 shadow
+        return _cast(args[0], dts[0], out, attrs.to)    # out: attrs.to, or its f64 shadow
     if kind == "Where":
         return f"{args[1]} if {args[0]} != 0 else {args[2]}"
     if kind == "StopGradient":

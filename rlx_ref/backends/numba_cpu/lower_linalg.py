@@ -301,8 +301,8 @@ def solve_batch(a3, b3, x3):
     # x3[i] = solve(a3[i], b3[i]); returns the first singular i, or -1
     for i in range(a3.shape[0]):
         x3[i] = b3[i]
-        if not _lu_solve(a3[i].copy(), x3[i]):
-            return i
+        if np.isnan(a3[i]).any() or not _lu_solve(a3[i].copy(), x3[i]):
+            return i                # the spec: an A holding NaN is singular
     return -1
 '''
 
@@ -324,6 +324,9 @@ def _lower_solve(node, ins, batched: bool) -> Step:
         bad = kernel.fn(a3, b3, o.reshape(bsz, nn, rhs))
         if bad >= 0:
             where = f"[{bad}]" if batched else ""
+            if np.isnan(a3[bad]).any():
+                raise OpError(f"{kind}: A{where} ({nn}x{nn}) is singular: it holds NaN, so "
+                              "LU with partial pivoting has no usable pivot")
             raise OpError(f"{kind}: A{where} ({nn}x{nn}) is singular: LU with partial "
                           "pivoting found an exactly zero pivot, so A @ x = b has no unique "
                           "solution")

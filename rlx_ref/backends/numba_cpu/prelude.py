@@ -110,8 +110,11 @@ def _shl64(a, n):
 def _idiv(a, b):
     if b == 0:
         raise ZeroDivisionError("integer division by zero")
-    q = abs(a) // abs(b)
-    return -q if (a < 0) != (b < 0) else q
+    if b == -1:         # MIN / -1 wraps to MIN; the hardware divide would trap
+        return -a
+    # floor quotient, moved up when inexact with mixed signs; abs() would wrap at MIN
+    q = a // b
+    return q + 1 if a % b != 0 and (a < 0) != (b < 0) else q
 
 
 @njit(**_NJ)

@@ -226,8 +226,11 @@ def _idiv(a, b):
     # the kernel flags b == 0 before calling; 0 keeps the lane well defined meanwhile
     if b == 0:
         return a - a
-    q = abs(a) // abs(b)
-    return -q if (a < 0) != (b < 0) else q
+    if b == -1:         # MIN / -1 wraps to MIN; the hardware divide would trap
+        return -a
+    # floor quotient, moved up when inexact with mixed signs; abs() would wrap at MIN
+    q = a // b
+    return q + 1 if a % b != 0 and (a < 0) != (b < 0) else q
 
 
 @cuda.jit(**_DJ)

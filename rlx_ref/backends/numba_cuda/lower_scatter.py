@@ -5,9 +5,13 @@ update element finds its target (its index checked as the gathers do: a bad inde
 the plan's error word, naming the node, and the update is dropped) and combines:
 
 - Add, Max, Min: atomics (``atomic.add``; ``atomic.nanmax``/``nanmin`` are the oracle's
-  NaN-ignoring fmax/fmin), so duplicate targets all apply; float sums may add in any
-  order, which the contract's K = U budget covers.
+  NaN-ignoring fmax/fmin), so duplicate targets all apply.
 - Mul: a compare-and-swap loop on the target's bits (CUDA has no atomic multiply).
+- Float Add and Mul instead combine in update order, so a run repeats bit for bit (atomics
+  would add duplicates in whatever order the threads arrive): a first pass writes each
+  update's checked target, the host sorts the update positions by target (stable, so
+  row-major within a target, the oracle's order), and one thread per target folds its
+  updates in that order. The price is one round trip of U target positions per run.
 - None: the last update in row-major order wins, as the oracle: a first pass records
   the largest update position per target (``atomic.max``), a second writes only those.
 
@@ -41,6 +45,18 @@ def {name}(w, data, winner):
         if winner.size == w.size:
             winner[i] = -1
         i += step
+'''
+_ORDERED = '''
+def {name}(w, upd, order, offs):
+    t = cuda.grid(1)
+    step = cuda.gridsize(1)
+    while t < w.size:
+        acc = w[t]
+        for j in range(offs[t], offs[t + 1]):
+            e = order[j]
+            acc = acc {op} {wt}({read})
+        w[t] = acc
+        t += step
 '''
 _FINISH = '''
 def {name}(out, w):
@@ -90,6 +106,7 @@ _COMBINE = {
     "Max": "cuda.atomic.{nan}max(w, tgt, val)",
     "Min": "cuda.atomic.{nan}min(w, tgt, val)",
     "Claim": "cuda.atomic.max(winner, tgt, e)",
+    "Target": "winner[e] = tgt",
     "Put": "if winner[tgt] == e:\n    w[tgt] = val",
     "Mul": '''old = w[tgt]
 while True:
@@ -145,8 +162,19 @@ def _scatter(node, ctx, data_dt, upd_dt, idx_dt, reduction: str, elements: bool,
     dt = node.shape.dtype
     wt, scratch = _work(dt)
     n = node.shape.numel
-    modes = ("Claim", "Put") if reduction == "None" else (reduction,)
+    ordered = wt.kind == "f" and reduction in ("Add", "Mul")
+    modes = ("Claim", "Put") if reduction == "None" else ("Target",) if ordered else \
+        (reduction,)
     launches = [_update_launch(m, wt, upd_dt, idx_dt, elements) for m in modes]
+    if ordered:
+        name, source = _render(_ORDERED, "scatord", op="+" if reduction == "Add" else "*",
+                               wt=NP_NAME[wt], read=read_expr(upd_dt, "upd[e]"))
+        tab = array_type(np.int64)
+        fold = Launch(compile_kernel(name, source),
+                      (array_type(wt), array_type(device_dtype(upd_dt)), tab, tab))
+        launches_all = launches + [fold]
+    else:
+        launches_all = launches
     first = "0" if data_dt is None else read_expr(data_dt, "data[i]")
     name, source = _render(_INIT, "scatinit", first=f"{NP_NAME[wt]}({first})")
     out_arr = array_type(device_dtype(dt))
@@ -158,7 +186,7 @@ def _scatter(node, ctx, data_dt, upd_dt, idx_dt, reduction: str, elements: bool,
     p0, p1 = geo[2], geo[3]
     buf: dict = {}
     err, tag = ctx.err, ctx.tag
-    bits = reduction == "Mul" and wt.kind == "f"
+    bits = reduction == "Mul" and wt.kind == "f" and not ordered
 
     def run(out, data, idx, upd):
         if not n:
@@ -166,20 +194,39 @@ def _scatter(node, ctx, data_dt, upd_dt, idx_dt, reduction: str, elements: bool,
         if not buf:
             cuda = import_cuda()
             buf["w"] = cuda.device_array(n, wt) if scratch else None
-            buf["win"] = cuda.device_array(n if reduction == "None" else 1, np.int64)
+            size = n if reduction == "None" else upd.size if ordered else 1
+            buf["win"] = cuda.device_array(max(size, 1), np.int64)
         w = buf["w"] if scratch else out
         blocks, threads = launch_shape(n)
         init(blocks, threads, w, out if data is None else data, buf["win"])
         if upd.size:
             target = w.view(_BITS[wt]) if bits else w
+            if ordered:
+                buf["win"].copy_to_device(np.full(upd.size, -1, np.int64))
             blocks, threads = launch_shape(upd.size)
             for ln in launches:
                 ln(blocks, threads, target, upd, idx, ga.get(), gb.get(), p0, p1, negative_ok,
                    buf["win"], err.get(), tag)
+            if ordered:
+                _fold_in_order(fold, w, upd, buf["win"], n)
         if scratch:
             blocks, threads = launch_shape(n)
             finish(blocks, threads, out, w)
-    return Step(run, [init] + launches + ([finish] if scratch else []), fallible=True)
+    return Step(run, [init] + launches_all + ([finish] if scratch else []), fallible=True)
+
+
+def _fold_in_order(fold: Launch, w, upd, targets, n: int) -> None:
+    """Fold each target's updates in row-major order (a bad index's target is -1)."""
+    cuda = import_cuda()
+    tg = targets.copy_to_host()
+    order = np.argsort(tg, kind="stable")
+    counts = np.bincount(tg[tg >= 0], minlength=n)
+    offs = np.zeros(n + 1, np.int64)
+    np.cumsum(counts, out=offs[1:])
+    order = order[int((tg < 0).sum()):]       # -1 (dropped updates) sort first
+    blocks, threads = launch_shape(n)
+    fold(blocks, threads, w, upd, cuda.to_device(order.astype(np.int64)),
+         cuda.to_device(offs))
 
 
 @lowers("ScatterAdd", GATHER_DTYPES)

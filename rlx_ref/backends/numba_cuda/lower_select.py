@@ -3,8 +3,8 @@
 ArgMax/ArgMin give each row one block: every thread scans its strided share of the row
 keeping its best (value, index), then the block folds the pairs through a shared-memory
 tree. A pair beats another when its value is larger (smaller) or equal with a lower
-index, and NaN never wins, so the fold reproduces the oracle's first NaN-ignoring
-extreme (an all-NaN row gives index 0) whatever the order of the fold.
+index, and NaN never wins, so the fold finds the first NaN-ignoring extreme whatever
+its order; a row whose element 0 is NaN then gives 0, as RLX's scan from element 0.
 
 TopK ranks instead of sorting: one block per row, each thread takes a candidate element
 and counts the elements that come before it in the stable descending order (larger, or
@@ -55,7 +55,8 @@ def {name}(out, x, k_len, inner):
             cuda.syncthreads()
             s //= 2
         if t == 0:
-            idx = max(si[0], 0)
+            v = {read0}
+            idx = max(si[0], 0) if v == v else 0     # RLX: a NaN at element 0 wins
             out[r] = {store}
         cuda.syncthreads()
         r += cuda.gridDim.x
@@ -75,6 +76,7 @@ def lower_arg(node, ins, ctx) -> Step:
     threads = block_threads()
     name, source = _render(_ARG, "arg", T=threads, acc=acc_np(src),
                            read=read_expr(src, "x[base + k * inner]"),
+                           read0=read_expr(src, "x[base]"),
                            op=">" if node.kind == "ArgMax" else "<", store=_index_store(dt))
     launch = Launch(compile_kernel(name, source),
                     (array_type(device_dtype(dt)), array_type(device_dtype(src)),

@@ -1,8 +1,8 @@
 """OpenCL C of the index-valued reductions: ArgMax, ArgMin and TopK.
 
 ArgMax (ArgMin) keeps the first strictly larger (smaller) non-NaN value, so ties give the
-lowest index, -0 and +0 tie, and an all-NaN slice gives 0. ``lines`` searches one line
-(stride ``inner``) per work-item; ``rows_cpu`` a row per work-item in 8 lanes (each the
+lowest index, -0 and +0 tie, and a slice whose element 0 is NaN gives 0 (RLX's scan).
+``lines`` searches one line (stride ``inner``) per work-item; ``rows_cpu`` a row per work-item in 8 lanes (each the
 first best of its elements, merged lowest index first); ``rows_gpu`` splits a row over a
 work-group and merges (value, index) pairs in a tree, the lower index winning ties. TopK keeps the ``k`` best
 candidates of a row sorted (value descending, index ascending; NaN below every number)
@@ -42,7 +42,8 @@ __kernel void KNAME(__global OT* out, __global const XT* x, const long outer, co
         CT v = LDX(base + k * inner);
         if (ISNUM(v) && (idx < 0 || BETTER(v, best))) { best = v; idx = k; }
     }
-    STO(t, idx < 0 ? 0 : idx);
+    CT x0 = LDX(base);                    /* RLX: a NaN at element 0 is never beaten */
+    STO(t, idx < 0 || !ISNUM(x0) ? 0 : idx);
 }
 """
 
@@ -67,7 +68,8 @@ LANES
         CT v = LDX(lo + i);
         if (ISNUM(v) && (idx < 0 || BETTER(v, best))) { best = v; idx = i; }
     }
-    STO(r, idx < 0 ? 0 : idx);
+    CT x0 = LDX(lo);
+    STO(r, idx < 0 || !ISNUM(x0) ? 0 : idx);
 }
 """.replace("LANES", "\n".join(
     f"    if (bi.s{j} >= 0 && (idx < 0 || BETTER(bv.s{j}, best) ||"
@@ -101,7 +103,10 @@ void KNAME(__global OT* out, __global const XT* x, const long rows, const long K
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    if (l == 0) STO(r, si[0] < 0 ? 0 : si[0]);
+    if (l == 0) {
+        CT x0 = LDX(r * K);
+        STO(r, si[0] < 0 || !ISNUM(x0) ? 0 : si[0]);
+    }
 }
 """
 
