@@ -68,11 +68,10 @@ def run(args) -> int:
     if args.out:
         write_results(doc, args.out)
     if args.junit:
-        from pathlib import Path
-
+        from .._atomic import write_text
         from .report import render_junit
 
-        Path(args.junit).write_text(render_junit(results, "rlx-ref conformance"))
+        write_text(args.junit, render_junit(results, "rlx-ref conformance"))
     took = time.perf_counter() - t0
     for _, b in backends:
         mine = [r for r in results if r["backend"] == b.name]

@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .._atomic import write_text
 from ..ops.opdef import Caps
 from . import _report_html as _pages
 from .model import ERROR, MISMATCH, MISSING, OK, PASSING, STATUSES, UNSUPPORTED, XFAIL, XPASS
@@ -484,8 +485,7 @@ def main_coverage(argv=None) -> int:
     if args.junit:
         outputs[Path(args.junit)] = (render_junit(merged), True)
     for path, (text, _) in outputs.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        write_text(path, text)
     fails = sum(s.result.status not in PASSING for s in merged.results.values())
     print(f"wrote {', '.join(str(p) for p in outputs)} ({len(merged.columns)} column(s), "
           f"{len(merged.results)} result(s), {fails} failing)")

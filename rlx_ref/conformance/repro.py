@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .._atomic import atomic_open, write_json, write_text
+
 SCRIPT = '''"""Repro for conformance case {case_id} ({op}, {dtype}) on backend {backend}.
 
 Seen: {status}: {message}
@@ -37,17 +39,19 @@ def write_repro(root, backend_spec: str, case, result) -> str:
     """Write the repro folder for ``case``; returns its path."""
     d = Path(root) / _safe(backend_spec) / _safe(case.id)
     d.mkdir(parents=True, exist_ok=True)
-    (d / "graph.rlx").write_text(case.graph.to_text())
-    np.savez(d / "inputs.npz", **case.inputs)
+    write_text(d / "graph.rlx", case.graph.to_text())
+    with atomic_open(d / "inputs.npz") as f:
+        np.savez(f, **case.inputs)
     if case.params:
-        np.savez(d / "params.npz", **case.params)
+        with atomic_open(d / "params.npz") as f:
+            np.savez(f, **case.params)
     meta = {"backend": backend_spec, "case_id": case.id, "op": case.op, "dtype": case.dtype,
             "tags": list(case.tags), "noncontiguous": list(case.noncontiguous),
             "seed": case.seed, "source": case.source,
             "seen": {"status": result.status, "message": result.message}}
-    (d / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    write_json(d / "meta.json", meta, indent=2)
     first = (result.message or "").splitlines()[0] if result.message else ""
-    (d / "repro.py").write_text(SCRIPT.format(
+    write_text(d / "repro.py", SCRIPT.format(
         case_id=case.id, op=case.op, dtype=case.dtype, backend=backend_spec,
         status=result.status, message=first.replace('"""', "'''")))
     return str(d)
