@@ -121,7 +121,12 @@ def graph_from_json(j) -> Graph:
     if not isinstance(j, dict) or not {"name", "nodes", "outputs"} <= set(j):
         raise CodecError("a graph body is {\"name\":...,\"nodes\":[...],\"outputs\":[...]}")
     g = Graph(j["name"])
+    if not isinstance(j["nodes"], list) or not isinstance(j["outputs"], list):
+        raise CodecError(f"body @{g.name}: \"nodes\" and \"outputs\" must be lists")
     for k, nj in enumerate(j["nodes"]):
+        if not isinstance(nj, dict) or not {"op", "shape"} <= set(nj):
+            raise CodecError(f"body @{g.name}: node {k} is not an object with \"op\" and "
+                             "\"shape\"")
         if nj.get("id", k) != k:
             raise CodecError(f"body @{g.name}: node {k} has id {nj.get('id')}, expected {k}")
         g.add_node_unchecked(op_from_json(nj["op"]), [int(i) for i in nj.get("inputs", [])],
@@ -236,7 +241,8 @@ class _Cursor:
             j, text = ident, ident
         try:
             return op_from_json(j)
-        except (CodecError, TypeError, ValueError) as e:
+        except (CodecError, TypeError, ValueError, KeyError, IndexError, AttributeError,
+                OverflowError, RecursionError) as e:   # a payload of the wrong JSON shape
             self.err(f"not a valid op: {e} (in `{text}`)")
 
     def shape(self) -> Shape:
