@@ -1,9 +1,10 @@
 """Generated kernel source → compiled Numba functions, cached on disk.
 
 A kernel is Python source that defines one ``@njit(cache=True)`` function. The source is
-written to a file named by its hash under the cache directory and imported from there, so
-Numba's own on-disk cache (which needs a real file) makes a second process fast.
-``RLX_REF_DUMP_KERNELS=DIR`` also copies every generated source into DIR.
+written to a file named by its hash under the cache directory and compiled with that file
+name, so Numba's own on-disk cache (which needs a real file; checked by ``kernel_cache``)
+makes a second process fast. ``RLX_REF_DUMP_KERNELS=DIR`` also copies every generated
+source into DIR.
 """
 from __future__ import annotations
 
