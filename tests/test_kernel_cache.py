@@ -140,3 +140,18 @@ def test_cache_dir_under_a_regular_file_falls_back_with_a_warning(monkeypatch, t
     ws = _cache_warnings(rec)
     assert len(ws) == 1 and str(blocker) in str(ws[0].message), ws
     assert d.is_dir() and blocker not in d.parents
+
+
+def test_unchecked_entries_from_plain_numba_are_replaced_quietly(cache):
+    pyc = cache / "numba_cpu" / "__pycache__"
+    head = len(kc.MAGIC) + 32
+    for f in pyc.glob("*.nbc"):                  # back to plain Numba's format
+        f.write_bytes(f.read_bytes()[head:])
+    for f in pyc.glob("*.nbi"):
+        blob = f.read_bytes()
+        at = blob.index(kc.MAGIC)
+        f.write_bytes(blob[:at] + blob[at + head:])
+    got, err = _run(cache)
+    np.testing.assert_allclose(got, WANT, rtol=1e-6)
+    assert "KernelCacheWarning" not in err, err
+    assert all(f.read_bytes().startswith(kc.MAGIC) for f in pyc.glob("*.nbc"))

@@ -69,6 +69,20 @@ def unseal(blob: bytes) -> bytes:
     return payload
 
 
+def _unsealed(blob: bytes) -> bool:
+    """A whole, valid entry in plain Numba's unchecked format (an older rlx_ref wrote it).
+
+    It cannot be verified, so it is replaced, but quietly: it is not damage.
+    """
+    if blob.startswith(MAGIC):
+        return False
+    try:
+        pickle.loads(blob)
+    except Exception:  # noqa: BLE001 - not a pickle: damaged, and reported as such
+        return False
+    return True
+
+
 class CheckedCacheFile(caching.IndexDataCacheFile):
     """Numba's index + data files, each sealed with a checksum and written atomically."""
 
@@ -82,7 +96,11 @@ class CheckedCacheFile(caching.IndexDataCacheFile):
             version = pickle.load(f)
             if version != self._version:
                 return {}                      # another Numba version's entry: not damage
-            stamp, overloads = pickle.loads(unseal(f.read()))
+            rest = f.read()
+            if _unsealed(rest):
+                self.discard(self._index_path, "", quiet=True)
+                return {}
+            stamp, overloads = pickle.loads(unseal(rest))
             if not isinstance(overloads, dict):
                 raise CorruptEntry("index is not a mapping")
         except Exception as e:  # noqa: BLE001 - any unreadable index is a damaged entry
@@ -98,6 +116,9 @@ class CheckedCacheFile(caching.IndexDataCacheFile):
     def _load_data(self, name):
         path = self._data_path(name)
         blob = Path(path).read_bytes()             # OSError: numba treats it as a miss
+        if _unsealed(blob):
+            self.discard(path, "", quiet=True)
+            raise FileNotFoundError(path)
         try:
             return pickle.loads(unseal(blob))
         except Exception as e:  # noqa: BLE001 - any unreadable data file is damage
@@ -107,10 +128,11 @@ class CheckedCacheFile(caching.IndexDataCacheFile):
     def _save_data(self, name, data):
         write_bytes(self._data_path(name), seal(self._dump(data)), mkdir=False)
 
-    def discard(self, path, why) -> None:
+    def discard(self, path, why, quiet: bool = False) -> None:
         """Delete this function's index and data files (every signature recompiles)."""
-        warn_corrupt(path, why if isinstance(why, str) else
-                     f"{type(why).__name__}: {why}".rstrip(": "))
+        if not quiet:
+            warn_corrupt(path, why if isinstance(why, str) else
+                         f"{type(why).__name__}: {why}".rstrip(": "))
         base = Path(self._index_path).name[:-len(".nbi")]
         for p in [Path(self._index_path), *Path(self._cache_path).glob(f"{base}.*.nbc")]:
             try:
