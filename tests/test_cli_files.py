@@ -201,3 +201,20 @@ def test_fuzz_reader_never_tracebacks(reader, seed):
         _check(reader, data)
 
     one()
+
+
+def test_damaged_repro_folder_is_one_line(tmp_path, capsys):
+    from rlx_ref.conformance.repro import rerun
+
+    meta = {"backend": "reference", "case_id": "c-1", "op": "Activation", "dtype": "f32",
+            "tags": [], "noncontiguous": []}
+    steps = [("meta.json", b"[1]", "meta.json"),
+             ("meta.json", json.dumps(meta).encode(), "inputs.npz"),     # next file: absent
+             ("inputs.npz", PARAMS[:40], "inputs.npz"),
+             ("inputs.npz", PARAMS, "graph.rlx"),
+             ("graph.rlx", b"graph @t {", "graph.rlx")]
+    for name, data, named in steps:
+        (tmp_path / name).write_bytes(data)
+        assert rerun(tmp_path) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"{tmp_path / named}:" in err[0], err
