@@ -19,7 +19,7 @@ from ..ops.opdef import Caps
 from . import _report_html as _pages
 from .model import ERROR, MISMATCH, MISSING, OK, PASSING, STATUSES, UNSUPPORTED, XFAIL, XPASS
 from .model import CaseResult
-from .results_file import FORMAT, read_results_file
+from .results_file import FORMAT, read_results_file  # noqa: F401 - FORMAT re-exported
 
 # How bad a status is when two machines disagree about one case: the worse one is kept.
 _RANK = {s: i for i, s in enumerate((OK, UNSUPPORTED, XFAIL, XPASS, MISSING,
