@@ -99,6 +99,8 @@ def shape_from_json(j) -> Shape:
         if isinstance(d, dict) and len(d) == 1 and "Static" in d:
             dims.append(d["Static"])
         elif isinstance(d, dict) and len(d) == 1 and "Dynamic" in d:
+            if not isinstance(d["Dynamic"], (int, str)) or isinstance(d["Dynamic"], bool):
+                raise CodecError(f"a dynamic dim names its symbol by number, got {dumps(d)}")
             dims.append(Dyn(int(d["Dynamic"])))
         else:
             raise CodecError(f"a dim is {{\"Static\":n}} or {{\"Dynamic\":s}}, got {dumps(d)}")
@@ -129,10 +131,19 @@ def graph_from_json(j) -> Graph:
                              "\"shape\"")
         if nj.get("id", k) != k:
             raise CodecError(f"body @{g.name}: node {k} has id {nj.get('id')}, expected {k}")
+        if not _int_list(nj.get("inputs", [])):
+            raise CodecError(f"body @{g.name}: node {k} \"inputs\" is not a list of node ids")
         g.add_node_unchecked(op_from_json(nj["op"]), [int(i) for i in nj.get("inputs", [])],
                              shape_from_json(nj["shape"]), nj.get("name"), nj.get("origin"))
+    if not _int_list(j["outputs"]):
+        raise CodecError(f"body @{g.name}: \"outputs\" is not a list of node ids")
     g.outputs = [int(o) for o in j["outputs"]]
     return g
+
+
+def _int_list(v) -> bool:
+    return isinstance(v, list) and all(isinstance(i, int) and not isinstance(i, bool)
+                                       for i in v)
 
 
 # ── printing ───────────────────────────────────────────────────────────────
