@@ -58,11 +58,29 @@ def _ops(args) -> int:
     return 0
 
 
-def _verify(args) -> int:
+GRAPH = "a graph in RLX's text form: graph @name { %0 = ... return %N }"
+
+
+class UsageError(ValueError):
+    """A command-line argument that cannot be used (its message says which and why)."""
+
+
+def _graph_file(path):
+    """The graph in text file ``path``; FileInputError naming the file and line if bad."""
+    from ._readers import FileInputError, read_text
     from .ir.text import parse
+
+    text = read_text(path, GRAPH)
+    try:
+        return parse(text)
+    except (ValueError, RecursionError) as e:
+        raise FileInputError(path, str(e), GRAPH) from None
+
+
+def _verify(args) -> int:
     from .ir.verify import verify
 
-    g = parse(Path(args.file).read_text())
+    g = _graph_file(args.file)
     errs = verify(g)
     for e in errs:
         print(e)
@@ -70,41 +88,125 @@ def _verify(args) -> int:
     return 1 if errs else 0
 
 
+def _check_array(path, what: str, arr, node, float64: bool) -> None:
+    """``arr`` (read from ``path``) against the graph's declaration of it."""
+    from ._readers import FileInputError
+    from .ir.dtype import DType
+    from .ir.shape import Dyn
+
+    want = f"{node.shape} as the graph declares {what}"
+    try:
+        dt = DType.of(arr)
+    except TypeError:
+        raise FileInputError(path, f"holds dtype {arr.dtype}, which RLX has no type for",
+                             want) from None
+    dims = node.shape.dims
+    if dt != node.shape.dtype and not (float64 and arr.dtype == "float64"
+                                       and node.shape.dtype.is_float()):
+        raise FileInputError(path, f"holds dtype {dt}", want)
+    if len(dims) != arr.ndim or any(not isinstance(d, Dyn) and d != n
+                                    for d, n in zip(dims, arr.shape)):
+        raise FileInputError(path, f"holds shape {list(arr.shape)}", want)
+
+
+def _feeds(args, g) -> dict:
+    """``--input NAME=path.npy`` arrays, each checked against the graph's input."""
+    from ._readers import load_npy
+
+    decl = {n.attrs.name: n for n in g.input_nodes()}
+    feeds = {}
+    for item in args.input or []:
+        name, eq, path = item.partition("=")
+        if not (eq and name and path):
+            raise UsageError(f"--input {item!r}: expected NAME=path.npy")
+        if name not in decl:
+            raise UsageError(f"--input {item!r}: graph @{g.name} has no input {name!r} "
+                             f"(expected one of: {', '.join(sorted(decl)) or 'none'})")
+        feeds[name] = load_npy(path)
+        _check_array(path, f"input {name!r}", feeds[name], decl[name], args.float64)
+    return feeds
+
+
+def _params(args, g) -> dict:
+    """``--params file.npz`` arrays, each checked against the graph's param."""
+    from ._readers import FileInputError, load_npz
+
+    if not args.params:
+        return {}
+    decl = {n.attrs.name: n for n in g.param_nodes()}
+    params = load_npz(args.params)
+    unknown = sorted(set(params) - set(decl))
+    if unknown:
+        raise FileInputError(args.params, f"holds {', '.join(map(repr, unknown))}, which "
+                             f"graph @{g.name} does not declare",
+                             f"params named {', '.join(sorted(decl)) or '(none)'}")
+    for name, arr in params.items():
+        _check_array(args.params, f"param {name!r}", arr, decl[name], args.float64)
+    return params
+
+
+def _out_path(text: str) -> Path:
+    """Where ``run --out`` writes: a .npz file path (``.npz`` added when missing)."""
+    from ._readers import FileInputError
+
+    path = Path(text)
+    if not text or text.endswith(("/", "\\")) or path.is_dir():
+        raise FileInputError(text or "''", "is a directory", "a file path for the .npz "
+                             "of outputs, e.g. out.npz")
+    return path if path.suffix == ".npz" else path.with_name(path.name + ".npz")
+
+
 def _run(args) -> int:
     import numpy as np
 
+    from ._atomic import atomic_open
+    from ._readers import FileInputError, describe_os_error, one_line
     from .interpret import interpret
-    from .ir.text import parse
+    from .ir.verify import verify
 
-    g = parse(Path(args.file).read_text())
-    feeds = {}
-    for item in args.input or []:
-        name, _, path = item.partition("=")
-        feeds[name] = np.load(path)
-    params = dict(np.load(args.params)) if args.params else {}
-    ins = {n.attrs.name for n in g.input_nodes()}
-    outs = interpret(g, {k: v for k, v in feeds.items() if k in ins}, params,
-                     float64=args.float64)
+    g = _graph_file(args.file)
+    errs = verify(g)
+    if errs:
+        more = f" (and {len(errs) - 1} more; see `rlx-ref verify`)" if len(errs) > 1 else ""
+        raise FileInputError(args.file, f"does not verify: {errs[0]}{more}",
+                             "a graph that `rlx-ref verify` accepts")
+    out = _out_path(args.out) if args.out is not None else None
+    feeds, params = _feeds(args, g), _params(args, g)
+    try:
+        outs = interpret(g, feeds, params, float64=args.float64)
+    except (ValueError, RuntimeError) as e:
+        raise RuntimeError(f"{args.file}: {one_line(e)}") from None
     for o, v in zip(g.outputs, outs):
         print(f"%{o}: {g.nodes[o].shape}\n{v}")
-    if args.out:
-        np.savez(args.out, **{f"out{i}": v for i, v in enumerate(outs)})
+    if out is not None:
+        try:
+            with atomic_open(out) as f:
+                np.savez(f, **{f"out{i}": v for i, v in enumerate(outs)})
+        except OSError as e:
+            raise FileInputError(out, f"cannot write: {describe_os_error(e)}",
+                                 "a writable file path") from None
+        print(f"wrote {out}")
     return 0
 
 
 def _docs(args) -> int:
+    from ._atomic import write_text
+    from ._readers import FileInputError, read_text
     from .docgen import render
 
     path = Path(args.out)
     text = render()
     if args.check:
-        if not path.exists() or path.read_text() != text:
+        if not path.exists() or read_text(path, "the generated op reference") != text:
             print(f"{path} is stale: run `rlx-ref docs`", file=sys.stderr)
             return 1
         print(f"{path} is up to date")
         return 0
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    try:
+        write_text(path, text)
+    except OSError as e:
+        raise FileInputError(path, f"cannot write: {e.strerror or e}",
+                             "a writable file path") from None
     print(f"wrote {path}")
     return 0
 
@@ -116,6 +218,9 @@ def _conformance(args) -> int:
 
 
 def main(argv=None) -> int:
+    from ._atomic import exit_on_sigterm
+
+    exit_on_sigterm()                       # a killed run still removes its temp files
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["coverage"]:
         from .conformance.report import main_coverage
@@ -150,13 +255,22 @@ def main(argv=None) -> int:
     s.add_argument("--check", action="store_true", help="fail if the file is stale")
     s.set_defaults(fn=_docs)
     args = p.parse_args(argv)
+    from ._readers import FileInputError, describe_os_error, one_line
+
     try:
         return args.fn(args)
     except BrokenPipeError:                 # e.g. `rlx-ref ops | head`: not an error
         sys.stderr.close()
         return 0
-    except (OSError, ValueError, RuntimeError) as e:
-        print(f"rlx-ref {args.cmd}: {e}", file=sys.stderr)
+    except FileInputError as e:
+        print(f"rlx-ref: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        where = f"rlx-ref: {e.filename}: " if e.filename else f"rlx-ref {args.cmd}: "
+        print(where + (describe_os_error(e) if e.filename else one_line(e)), file=sys.stderr)
+        return 2
+    except (ValueError, RuntimeError) as e:
+        print(f"rlx-ref {args.cmd}: {one_line(e)}", file=sys.stderr)
         return 2
 
 

@@ -114,7 +114,7 @@ def test_unreadable_or_foreign_files_are_named(tmp_path):
     bad.write_text(json.dumps({"format": "something/2"}))
     with pytest.raises(ValueError, match="bad.json.*rlx-ref-conformance/1"):
         report.load_results([bad])
-    with pytest.raises(ValueError, match="cannot read results file"):
+    with pytest.raises(ValueError, match="absent.json: cannot read: no such file"):
         report.load_results([tmp_path / "absent.json"])
     assert report.main_coverage([str(bad), "--out", str(tmp_path / "x.md")]) == 2
 

@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
+
+from .._readers import FileInputError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -47,6 +50,10 @@ def run(args) -> int:
     from .runner import failing, results_document, run_backend, shard_cases, summarize
     from .runner import write_results
 
+    for flag, path in (("--out", args.out), ("--junit", args.junit)):
+        if path is not None and (not path or os.path.isdir(path)):
+            raise FileInputError(path or "''", f"({flag}) is a directory",
+                                 "a file path to write, e.g. build/results.json")
     t0 = time.perf_counter()
     cases = build_cases(seed=args.seed)
     dtypes = args.dtype.split(",") if args.dtype else None
@@ -68,11 +75,10 @@ def run(args) -> int:
     if args.out:
         write_results(doc, args.out)
     if args.junit:
-        from pathlib import Path
-
+        from .._atomic import write_text
         from .report import render_junit
 
-        Path(args.junit).write_text(render_junit(results, "rlx-ref conformance"))
+        write_text(args.junit, render_junit(results, "rlx-ref conformance"))
     took = time.perf_counter() - t0
     for _, b in backends:
         mine = [r for r in results if r["backend"] == b.name]

@@ -8,6 +8,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .._readers import read_text
+
 DEFAULT_PATH = Path(__file__).with_name("expectations.toml")
 SECTIONS = ("unsupported", "xfail", "tolerance")
 _KEYS = {"backend", "op", "dtype", "case", "tags", "reason"}
@@ -94,7 +96,8 @@ def _block_lines(text: str) -> dict:
 def load_ledger(path: str | Path | None = None) -> Ledger:
     """Parse and validate a ledger file (the packaged one by default)."""
     path = Path(path) if path else DEFAULT_PATH
-    text = path.read_text()
+    text = read_text(path, "a ledger TOML file of [[unsupported]], [[xfail]] and "
+                     "[[tolerance]] entries")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -106,6 +109,9 @@ def load_ledger(path: str | Path | None = None) -> Ledger:
     spans = _block_lines(text)
     entries = []
     for sec in SECTIONS:
+        if not (isinstance(data.get(sec, []), list)
+                and all(isinstance(raw, dict) for raw in data.get(sec, []))):
+            raise LedgerError(f"{path}: {sec!r} is not a list of [[{sec}]] tables")
         for k, raw in enumerate(data.get(sec, [])):
             lines = spans[sec][k] if k < len(spans[sec]) else (0, 0)
             entries.append(_entry(sec, raw, lines, str(path)))

@@ -13,12 +13,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .._atomic import write_text
+from .._readers import FileInputError, describe_os_error
 from ..ops.opdef import Caps
 from . import _report_html as _pages
 from .model import ERROR, MISMATCH, MISSING, OK, PASSING, STATUSES, UNSUPPORTED, XFAIL, XPASS
 from .model import CaseResult
+from .results_file import FORMAT, read_results_file  # noqa: F401 - FORMAT re-exported
 
-FORMAT = "rlx-ref-conformance/1"
 # How bad a status is when two machines disagree about one case: the worse one is kept.
 _RANK = {s: i for i, s in enumerate((OK, UNSUPPORTED, XFAIL, XPASS, MISSING,
                                      MISMATCH, ERROR))}
@@ -92,36 +94,19 @@ def _merge_paths(have: dict, new: dict) -> None:
             have.setdefault(kind, path)
 
 
-def _read(path) -> dict:
-    try:
-        doc = json.loads(Path(path).read_text())
-    except OSError as e:
-        raise ValueError(f"cannot read results file {path}: {e.strerror}") from None
-    except json.JSONDecodeError as e:
-        raise ValueError(f"results file {path} is not JSON: {e}") from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        got = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
-        raise ValueError(f"results file {path} has format {got!r}; expected {FORMAT!r} "
-                         "(written by `rlx-ref conformance --out`)")
-    return doc
-
-
 def load_results(paths) -> Merged:
     """Merge results files: one column per backend (emulated runs in their own column);
     a case seen twice keeps the worse status and records every machine that ran it."""
     merged = Merged()
     for path in [paths] if isinstance(paths, (str, Path)) else paths:
-        doc = _read(path)
+        doc = read_results_file(path)
         machine = doc.get("machine") or {}
         host = str(machine.get("host", "unknown"))
         info = dict(sorted((k, str(v)) for k, v in machine.items()))
         merged.machines[host] = max(merged.machines.get(host, info), info, key=json.dumps)
         backends = doc.get("backends") or {}
         for d in doc.get("results", ()):
-            try:
-                r = CaseResult.from_json(d)
-            except TypeError as e:
-                raise ValueError(f"results file {path}: malformed result {d!r}: {e}") from None
+            r = CaseResult.from_json(d)         # read_results_file checked every field
             info = backends.get(r.backend, {})
             r.emulated = bool(r.emulated or info.get("emulated", False))
             col = _column(merged, r.backend, r.emulated, info, host)
@@ -393,7 +378,7 @@ def check_report(md_path, merged: Merged, registry=None, declared_tables=None) -
     regen = f"regenerate it with `rlx-ref coverage RESULTS.json --out {md_path}`"
     if not md_path.exists():
         problems.append(f"{md_path} does not exist; {regen}")
-    elif (old := md_path.read_text()) != fresh:
+    elif (old := md_path.read_text(errors="replace")) != fresh:
         problems.append(f"{md_path} is stale (differs from a fresh render at "
                         f"{_first_difference(old, fresh)}); {regen}")
     rep = render_json(merged, registry)
@@ -439,7 +424,7 @@ def _declared_now(names: list) -> tuple[dict, list]:
 def _compare_file(path: Path, fresh: str, explicit: bool) -> list[str]:
     if not path.exists():
         return [f"{path} does not exist; regenerate the report"] if explicit else []
-    if path.read_text() != fresh:
+    if path.read_bytes() != fresh.encode():
         return [f"{path} is stale (differs from a fresh render); regenerate the report"]
     return []
 
@@ -457,10 +442,16 @@ def main_coverage(argv=None) -> int:
                    help="compare the committed report instead of writing; exit 1 if stale")
     args = p.parse_args(argv)
     try:
-        merged = load_results(args.results)
-    except ValueError as e:
-        print(f"rlx-ref coverage: error: {e}", file=sys.stderr)
-        return 2
+        return _coverage(args)
+    except FileInputError as e:
+        print(f"rlx-ref: {e}", file=sys.stderr)
+    except OSError as e:                    # an output path that cannot be read or written
+        print(f"rlx-ref: {e.filename}: {describe_os_error(e)}", file=sys.stderr)
+    return 2
+
+
+def _coverage(args) -> int:
+    merged = load_results(args.results)
     from ..ops.opdef import all_opdefs
 
     registry = all_opdefs()
@@ -484,8 +475,7 @@ def main_coverage(argv=None) -> int:
     if args.junit:
         outputs[Path(args.junit)] = (render_junit(merged), True)
     for path, (text, _) in outputs.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        write_text(path, text)
     fails = sum(s.result.status not in PASSING for s in merged.results.values())
     print(f"wrote {', '.join(str(p) for p in outputs)} ({len(merged.columns)} column(s), "
           f"{len(merged.results)} result(s), {fails} failing)")

@@ -8,12 +8,14 @@
 """
 from __future__ import annotations
 
-import json
 import re
 import sys
 from pathlib import Path
 
 import numpy as np
+
+from .._atomic import atomic_open, write_json, write_text
+from .._readers import FileInputError, load_npz, read_json, read_text
 
 SCRIPT = '''"""Repro for conformance case {case_id} ({op}, {dtype}) on backend {backend}.
 
@@ -37,38 +39,52 @@ def write_repro(root, backend_spec: str, case, result) -> str:
     """Write the repro folder for ``case``; returns its path."""
     d = Path(root) / _safe(backend_spec) / _safe(case.id)
     d.mkdir(parents=True, exist_ok=True)
-    (d / "graph.rlx").write_text(case.graph.to_text())
-    np.savez(d / "inputs.npz", **case.inputs)
+    write_text(d / "graph.rlx", case.graph.to_text())
+    with atomic_open(d / "inputs.npz") as f:
+        np.savez(f, **case.inputs)
     if case.params:
-        np.savez(d / "params.npz", **case.params)
+        with atomic_open(d / "params.npz") as f:
+            np.savez(f, **case.params)
     meta = {"backend": backend_spec, "case_id": case.id, "op": case.op, "dtype": case.dtype,
             "tags": list(case.tags), "noncontiguous": list(case.noncontiguous),
             "seed": case.seed, "source": case.source,
             "seen": {"status": result.status, "message": result.message}}
-    (d / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    write_json(d / "meta.json", meta, indent=2)
     first = (result.message or "").splitlines()[0] if result.message else ""
-    (d / "repro.py").write_text(SCRIPT.format(
+    write_text(d / "repro.py", SCRIPT.format(
         case_id=case.id, op=case.op, dtype=case.dtype, backend=backend_spec,
         status=result.status, message=first.replace('"""', "'''")))
     return str(d)
 
 
+META = "a repro folder's meta.json written by `rlx-ref conformance` (backend, case_id, ...)"
+_META_KEYS = ("backend", "case_id", "op", "dtype", "tags", "noncontiguous")
+
+
 def load_case(folder):
-    """Rebuild the Case stored in a repro folder."""
+    """Rebuild the Case stored in a repro folder; FileInputError names a bad file."""
     from ..ir.text import parse
     from .model import Case
 
     d = Path(folder)
-    meta = json.loads((d / "meta.json").read_text())
-    with np.load(d / "inputs.npz") as z:
-        inputs = {k: z[k] for k in z.files}
-    params = {}
-    if (d / "params.npz").exists():
-        with np.load(d / "params.npz") as z:
-            params = {k: z[k] for k in z.files}
-    case = Case(meta["case_id"], meta["op"], meta["dtype"], tuple(meta["tags"]),
-                parse((d / "graph.rlx").read_text()), inputs, params,
-                tuple(meta["noncontiguous"]), meta.get("seed", 0), meta.get("source", ""))
+    meta = read_json(d / "meta.json", META)
+    if not isinstance(meta, dict) or not all(k in meta for k in _META_KEYS):
+        raise FileInputError(d / "meta.json", "lacks some of " + ", ".join(_META_KEYS), META)
+    inputs = load_npz(d / "inputs.npz")
+    params = load_npz(d / "params.npz") if (d / "params.npz").exists() else {}
+    graph_file = d / "graph.rlx"
+    try:
+        graph = parse(read_text(graph_file, "the case's graph in RLX's text form"))
+    except (ValueError, RecursionError) as e:
+        if isinstance(e, FileInputError):
+            raise
+        raise FileInputError(graph_file, str(e), "the case's graph in RLX's text form") from None
+    try:
+        case = Case(str(meta["case_id"]), str(meta["op"]), str(meta["dtype"]),
+                    tuple(meta["tags"]), graph, inputs, params, tuple(meta["noncontiguous"]),
+                    int(meta.get("seed", 0)), str(meta.get("source", "")))
+    except (TypeError, ValueError) as e:
+        raise FileInputError(d / "meta.json", f"a field has the wrong type: {e}", META) from None
     return case, meta
 
 
@@ -79,7 +95,11 @@ def rerun(folder) -> int:
     from .model import PASSING
     from .runner import run_case
 
-    case, meta = load_case(folder)
+    try:
+        case, meta = load_case(folder)
+    except FileInputError as e:
+        print(f"repro: {e}", file=sys.stderr)
+        return 2
     backend = get_backend(meta["backend"])
     result = run_case(backend, case, Ledger([]))
     print(f"case {case.id} ({case.op}, {case.dtype}, tags {', '.join(case.tags) or '-'})")

@@ -7,14 +7,13 @@ Failures leave a standalone repro.
 """
 from __future__ import annotations
 
-import json
 import platform
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
+from .._atomic import write_json
 from ..interpret import Interpreter
 from .model import (ERROR, MISMATCH, OK, PASSING, UNSUPPORTED, XFAIL, XPASS, CaseResult)
 
@@ -217,8 +216,8 @@ def results_document(backends: list, results: list, machine: str | None = None) 
 
 
 def write_results(doc: dict, path) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
+    """Write the results file atomically: an interrupted run keeps the previous file."""
+    write_json(path, doc, indent=1, sort_keys=False)
 
 
 def summarize(results: list[dict]) -> dict:

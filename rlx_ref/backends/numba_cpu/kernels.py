@@ -1,33 +1,42 @@
 """Generated kernel source → compiled Numba functions, cached on disk.
 
 A kernel is Python source that defines one ``@njit(cache=True)`` function. The source is
-written to a file named by its hash under the cache directory and imported from there, so
-Numba's own on-disk cache (which needs a real file) makes a second process fast.
-``RLX_REF_DUMP_KERNELS=DIR`` also copies every generated source into DIR.
+written to a file named by its hash under the cache directory and compiled with that file
+name, so Numba's own on-disk cache (which needs a real file; checked by ``kernel_cache``)
+makes a second process fast. ``RLX_REF_DUMP_KERNELS=DIR`` also copies every generated
+source into DIR.
 """
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import sys
 import tempfile
+import types
 from pathlib import Path
+
+from ..._atomic import write_bytes
+from .kernel_cache import warn_corrupt, warn_unwritable
 
 HEADER = "import math\nimport numpy as np\nfrom numba import njit, prange\n\n"
 
 
 def cache_dir(sub: str = "numba_cpu") -> Path:
-    """``RLX_REF_CACHE_DIR/sub`` or ``~/.cache/rlx_ref/sub`` (a temp dir if home is
-    read-only)."""
+    """``RLX_REF_CACHE_DIR/sub`` or ``~/.cache/rlx_ref/sub`` (a temp dir, with a warning,
+    when that cannot be created)."""
     root = os.environ.get("RLX_REF_CACHE_DIR")
     base = Path(root) if root else Path(os.path.expanduser("~")) / ".cache" / "rlx_ref"
     path = base / sub
     try:
         path.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        path = Path(tempfile.gettempdir()) / f"rlx_ref_{sub}"
-        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        fallback = Path(tempfile.gettempdir()) / f"rlx_ref_{sub}"
+        warn_unwritable(path, e.strerror or e, f"caching under {fallback} instead")
+        try:
+            fallback.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return path                        # nothing writable: kernels load from memory
+        path = fallback
     return path
 
 
@@ -67,20 +76,39 @@ def compile_kernel(name: str, body: str) -> Kernel:
 
 
 def load_source_module(mod_name: str, source: str, directory: Path, dump_name: str):
-    """Import ``source`` as module ``mod_name`` from a file in ``directory`` (written once,
-    atomically, so Numba's on-disk cache has a real file); ``RLX_REF_DUMP_KERNELS=DIR``
-    also copies it to ``DIR/dump_name``."""
+    """Import ``source`` as module ``mod_name`` from ``directory/mod_name.py``.
+
+    The file is Numba's anchor for its on-disk cache. It is checked against ``source``
+    before every import: a missing, truncated or altered file is (re)written atomically
+    (a damaged one with a warning), and a directory that cannot be written makes the module
+    load from memory, uncached. The source is compiled from memory either way, so no
+    ``.pyc`` is written or trusted. ``RLX_REF_DUMP_KERNELS=DIR`` also copies it to
+    ``DIR/dump_name``.
+    """
     path = directory / f"{mod_name}.py"
-    if not path.exists() or path.read_text() != source:
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(source)
-        os.replace(tmp, path)                # atomic: concurrent processes never see half
+    data = source.encode()
+    try:
+        on_disk = path.read_bytes()
+    except OSError:
+        on_disk = None
+    filename = str(path)
+    if on_disk != data:
+        if on_disk is not None:
+            warn_corrupt(path, "its text differs from the source its name hashes")
+        try:
+            write_bytes(path, data, mkdir=True)
+        except OSError as e:
+            warn_unwritable(directory, e.strerror or e)
+            filename = f"<rlx_ref kernel {mod_name}>"     # no file: numba caches nothing
     dump = os.environ.get("RLX_REF_DUMP_KERNELS")
     if dump:
-        Path(dump).mkdir(parents=True, exist_ok=True)
-        (Path(dump) / dump_name).write_text(source)
-    spec = importlib.util.spec_from_file_location(mod_name, path)
-    module = importlib.util.module_from_spec(spec)
+        write_bytes(Path(dump) / dump_name, data)
+    module = types.ModuleType(mod_name)
+    module.__file__ = filename
     sys.modules[mod_name] = module
-    spec.loader.exec_module(module)
+    try:
+        exec(compile(source, filename, "exec"), module.__dict__)
+    except BaseException:
+        sys.modules.pop(mod_name, None)
+        raise
     return module

@@ -13,6 +13,7 @@ import hashlib
 import os
 from pathlib import Path
 
+from ..._atomic import write_text
 from .cprelude import prelude
 
 
@@ -58,9 +59,8 @@ class ProgramBuilder:
             src = self.full_source()
             dump = os.environ.get("RLX_REF_DUMP_KERNELS")
             if dump:
-                Path(dump).mkdir(parents=True, exist_ok=True)
                 digest = hashlib.sha256(src.encode()).hexdigest()[:16]
-                (Path(dump) / f"opencl_{digest}.cl").write_text(src)
+                write_text(Path(dump) / f"opencl_{digest}.cl", src)
             key = (self.device.index, src, tuple(self.options))
             prog = _BUILT.get(key)
             if prog is None:
