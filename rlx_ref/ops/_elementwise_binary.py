@@ -415,6 +415,9 @@ def _clamp_samples(rng):
         Sample((np.array([-5, 0, 5], np.int32),), ClampAttrs(-1.5, 2.5), tags=("int",)),
         Sample((np.float32(4.0),), ClampAttrs(0.0, 1.0), tags=("0-d",)),
         Sample((np.arange(3, dtype=np.float32),), ClampAttrs(2.0, 1.0), tags=("lo>hi",)),
+        Sample((_SPECIAL,), ClampAttrs(-np.inf, np.nan), tags=("inf-bound", "nan-bound")),
+        Sample((np.array([-7, 0, 7], np.int32),), ClampAttrs(np.nan, np.inf),
+               tags=("int", "inf-bound")),
     ]
 
 
@@ -431,6 +434,7 @@ register(OpDef(
                  "bound, so every bound is valid."),
     samples=_clamp_samples, accuracy=exact(),
     notes="RLX's text form (serde_json) prints a non-finite bound as `null`, which does not "
-          "parse back, so graphs with such bounds are built in memory; the conformance edge "
-          "cases cover them (±inf and NaN bounds, float and integer dtypes).",
+          "parse back; rlx_ref's text form writes it as the string \"inf\", \"-inf\" or "
+          "\"nan\" (docs/ir.md), so such graphs round-trip and their repros reload. The "
+          "samples and the conformance edge cases cover ±inf and NaN bounds.",
 ))

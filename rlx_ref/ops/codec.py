@@ -128,6 +128,8 @@ class _Float(Codec):
 
     def normalize(self, v):
         if isinstance(v, (int, float, np.floating)) and not isinstance(v, bool):
+            if math.isnan(_as_float(v)):
+                return math.nan     # one NaN object, so equal payloads compare equal
             if not math.isfinite(_as_float(v)) or self.f32 and _f32_overflows(_as_float(v)):
                 return float(v)     # left for the verifier to report, not rounded to inf
             return float(np.float32(v)) if self.f32 else float(v)
