@@ -182,3 +182,45 @@ def test_backend_is_unavailable_with_the_one_line_reason(fake_devices):
     g.set_outputs([g.relu(g.input("x", [2]))])
     with pytest.raises(BackendUnavailable, match="unknown target CPU 'generic'"):
         b.compile(g)
+
+
+def test_concurrent_first_uses_probe_once(monkeypatch):
+    import threading
+    import time
+
+    calls = []
+
+    def slow(info, context, queue):
+        calls.append(info.index)
+        time.sleep(0.05)
+    monkeypatch.setattr(probe, "run_probe", slow)
+    monkeypatch.setattr(probe, "_RESULTS", {})
+    out = []
+    threads = [threading.Thread(target=lambda: out.append(probe.probe_failure(AVX2, 0, 0)))
+               for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert calls == [(0, 0)] and out == [""] * 8
+
+
+def test_pip_pocl_alone_is_usable_or_says_why(tmp_path):
+    """The fresh-machine path: only the PoCL pyopencl[pocl] brings (system drivers hidden)."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("pyopencl")
+    code = ("from rlx_ref.backends.registry import get_backend\n"
+            "ok, why = get_backend('opencl').availability()\n"
+            "print('OK' if ok else 'NO ' + why)\n")
+    env = {**os.environ, "OCL_ICD_VENDORS": str(tmp_path), "RLX_REF_CACHE_DIR": str(tmp_path)}
+    env.pop("PYOPENCL_CTX", None)
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    line = run.stdout.strip().splitlines()[-1]
+    assert line == "OK" or line.startswith("NO "), line
+    if "cannot build" in line:          # a PoCL that lists the CPU but cannot compile for it
+        assert "Fix:" in line and "pocl-opencl-icd" in line
