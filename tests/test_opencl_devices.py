@@ -147,9 +147,9 @@ def fake_devices(monkeypatch):
     monkeypatch.setattr(probe, "run_probe", run)
     monkeypatch.setattr(probe, "_RESULTS", {})
     monkeypatch.delenv("PYOPENCL_CTX", raising=False)
-    monkeypatch.setattr(devices, "default_candidates", lambda: [(0, 0, "d0"), (1, 0, "d1")])
-    monkeypatch.setattr(devices, "find_device", lambda spec: (
-        (int(spec[0]), 0, f"d{spec[0]}") if spec else (0, 0, "d0")))
+    monkeypatch.setattr(devices, "candidates", lambda spec: (
+        [(int(spec[0]), 0, f"d{spec[0]}")] if spec and spec != "pocl"
+        else [(0, 0, "d0"), (1, 0, "d1")]))
     monkeypatch.setattr(devices, "_open", lambda p, d, dev: entries[(p, d)])
     return failing
 
@@ -159,6 +159,7 @@ def test_default_choice_skips_a_device_that_fails_the_probe(fake_devices):
     probe.forget()
     fake_devices.add((0, 0))
     assert devices.context_for(None)[1] == "ctx1"
+    assert devices.context_for("pocl")[1] == "ctx1"     # a vendor: its first healthy device
     with pytest.raises(DeviceError, match="opencl:0:0.*unknown target CPU"):
         devices.context_for("0")         # named: no substitute
     fake_devices.add((1, 0))

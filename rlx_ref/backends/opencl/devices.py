@@ -1,12 +1,12 @@
 """Which OpenCL device a spec names, and what that device can do.
 
-Specs: ``""``/``None`` (``PYOPENCL_CTX`` when set, else the first GPU, else the first
-device, skipping devices that fail the health probe while one passes), ``P:D`` (platform
-and device index), ``P`` (first device of platform P) and vendor names (``amd``,
-``intel``, ``apple``, ``nvidia``, ``pocl``: the first device whose platform name or vendor
-contains it). Contexts and queues are made once per device, and every device is probed
-(``probe.py``) before its first use: one that cannot build and run a tiny program is
-refused with the compiler's message and the fix, not left to fail kernel by kernel.
+Specs: ``""``/``None`` (``PYOPENCL_CTX`` when set, else the GPUs, then the other
+devices), ``P:D`` (platform and device index), ``P`` (first device of platform P) and
+vendor names (``amd``, ``intel``, ``apple``, ``nvidia``, ``pocl``: the devices whose
+platform name or vendor contains it). Contexts and queues are made once per device, and
+every device is probed (``probe.py``) before its first use: of several candidates the
+first that passes is used, and one that cannot build and run a tiny program is refused
+with the compiler's message and the fix, not left to fail kernel by kernel.
 """
 from __future__ import annotations
 
@@ -85,8 +85,8 @@ def default_candidates() -> list:
     return [d[:2] + (d[3],) for d in gpus + [d for d in devs if d not in gpus]]
 
 
-def find_device(spec: str | None):
-    """(platform index, device index, pyopencl Device) for ``spec``."""
+def candidates(spec: str | None) -> list:
+    """The devices ``spec`` may mean, preferred first: (platform, device index, Device)."""
     devs = _all_devices()
     if not devs:
         raise DeviceError("no OpenCL platform or device is installed (for a CPU device: "
@@ -95,15 +95,16 @@ def find_device(spec: str | None):
     if not spec:
         spec = os.environ.get("PYOPENCL_CTX", "").strip()
         if not spec:
-            return default_candidates()[0]
+            return default_candidates()
     if spec in VENDOR_WORDS:
         words = VENDOR_WORDS[spec]
-        for p, d, plat, dev in devs:
-            hay = f"{plat.name} {plat.vendor}".lower()     # the driver's vendor, not the
-            # chip's: PoCL on an AMD CPU is not an "amd" device
-            if any(w in hay for w in words):
-                return p, d, dev
-        raise DeviceError(f"no OpenCL device from vendor {spec!r}; devices: {_listing(devs)}")
+        # the driver's vendor, not the chip's: PoCL on an AMD CPU is not an "amd" device
+        found = [(p, d, dev) for p, d, plat, dev in devs
+                 if any(w in f"{plat.name} {plat.vendor}".lower() for w in words)]
+        if not found:
+            raise DeviceError(f"no OpenCL device from vendor {spec!r}; devices: "
+                              f"{_listing(devs)}")
+        return found
     parts = spec.split(":")
     try:
         p = int(parts[0])
@@ -113,8 +114,13 @@ def find_device(spec: str | None):
                           f"one of {', '.join(VENDOR_WORDS)}") from None
     for pp, dd, _plat, dev in devs:
         if (pp, dd) == (p, d):
-            return p, d, dev
+            return [(p, d, dev)]
     raise DeviceError(f"no OpenCL device {p}:{d}; devices: {_listing(devs)}")
+
+
+def find_device(spec: str | None):
+    """(platform index, device index, pyopencl Device) for ``spec`` (the first choice)."""
+    return candidates(spec)[0]
 
 
 # LLVM CPU names with AVX-512 (PoCL's CPU devices name their LLVM target in the HSTR)
@@ -173,20 +179,13 @@ def _open(p: int, d: int, dev):
 
 
 def context_for(spec: str | None):
-    """(DeviceInfo, Context, in-order CommandQueue) for ``spec``, made once per device;
-    a device that fails the health probe raises ``DeviceError`` saying why and the fix."""
+    """(DeviceInfo, Context, in-order CommandQueue) for ``spec``, made once per device:
+    the first of its candidates that passes the health probe; when none does,
+    ``DeviceError`` says why the first failed and what fixes it."""
     from .probe import probe_failure, unusable_message
 
-    explicit = (spec or "").strip() or os.environ.get("PYOPENCL_CTX", "").strip()
-    if explicit:
-        entry = _open(*find_device(spec))
-        why = probe_failure(*entry)
-        if why:
-            raise DeviceError(unusable_message(entry[0], why))
-        return entry
-    find_device(None)               # no device at all: say so
     first = None
-    for p, d, dev in default_candidates():
+    for p, d, dev in candidates(spec):
         entry = _open(p, d, dev)
         why = probe_failure(*entry)
         if not why:
