@@ -41,12 +41,13 @@ def test_a_build_that_crashed_clears_the_cache(fresh_cache):
     marks.mkdir(parents=True)
     (fresh_cache / "AB" / "entry").mkdir(parents=True)      # what PoCL left half-written
     (fresh_cache / "AB" / "entry" / "program.bc").write_bytes(b"x")
-    (marks / f"{_dead_pid()}-0").touch()
-    (marks / f"{os.getpid()}-99").touch()                   # a live build: not a crash
-    with pytest.warns(RuntimeWarning, match="crashed"):
+    (marks / str(_dead_pid())).touch()
+    (marks / str(os.getppid())).touch()                     # a live process: no crash
+    with pytest.warns(RuntimeWarning, match="compiler crash"):
         assert pocl_cache.owned_dir() == fresh_cache
     assert not (fresh_cache / "AB").exists()
-    assert sorted(m.name for m in marks.iterdir()) == [f"{os.getpid()}-99"]
+    assert sorted(m.name for m in marks.iterdir()) == sorted([str(os.getppid()),
+                                                              str(os.getpid())])
 
 
 def test_a_clean_cache_is_kept(fresh_cache):
@@ -57,16 +58,25 @@ def test_a_clean_cache_is_kept(fresh_cache):
     assert (fresh_cache / "AB").exists()
 
 
-def test_the_building_mark_outlives_only_a_crash(fresh_cache, tmp_path):
-    with pocl_cache.building():
-        assert len(list((fresh_cache / pocl_cache.MARKERS).iterdir())) == 1
-    assert not list((fresh_cache / pocl_cache.MARKERS).iterdir())
-    code = ("from rlx_ref.backends.opencl import pocl_cache\nimport os\n"
-            "with pocl_cache.building():\n    os._exit(3)\n")
+def test_the_running_mark_outlives_only_a_crash(fresh_cache, tmp_path, monkeypatch):
+    marks = fresh_cache / pocl_cache.MARKERS
+    pocl_cache.owned_dir()
+    assert [m.name for m in marks.iterdir()] == [str(os.getpid())]
     env = {**os.environ, "RLX_REF_CACHE_DIR": str(tmp_path)}
     env.pop("POCL_CACHE_DIR", None)
-    assert subprocess.run([sys.executable, "-c", code], env=env).returncode == 3
-    assert len(list((fresh_cache / pocl_cache.MARKERS).iterdir())) == 1
+    code = "from rlx_ref.backends.opencl import pocl_cache\npocl_cache.owned_dir()\n"
+    assert subprocess.run([sys.executable, "-c", code], env=env).returncode == 0
+    assert len(list(marks.iterdir())) == 1                  # a normal exit unmarks
+    crash = code + "import os\nos.abort()\n"           # what LLVM's fatal errors do
+    assert subprocess.run([sys.executable, "-c", crash], env=env).returncode != 0
+    assert len(list(marks.iterdir())) == 2
+    (fresh_cache / "AB").mkdir()
+    pocl_cache.reset_for_tests()                            # a later process, as it were
+    monkeypatch.delenv("POCL_CACHE_DIR")
+    with pytest.warns(RuntimeWarning, match="cleared it"):
+        pocl_cache.owned_dir()
+    assert [m.name for m in marks.iterdir()] == [str(os.getpid())]
+    assert not (fresh_cache / "AB").exists()
 
 
 def _device():

@@ -6,15 +6,18 @@ PoCL caches every program it builds under ``POCL_CACHE_DIR`` (default
 ``clCreateKernel failed: INVALID_KERNEL_NAME``, or stale binaries. Unless the user set
 ``POCL_CACHE_DIR``, rlx_ref points PoCL at ``RLX_REF_CACHE_DIR/pocl`` (default
 ``~/.cache/rlx_ref/pocl``; PoCL keys entries by its own build and device, so two PoCLs
-share it safely) and marks every build it runs there; a marker left by a process that no
-longer exists means a build crashed, and the next process clears the cache before PoCL
-reads it. ``program.py`` recovers from a broken entry met anyway by rebuilding under a
-fresh key.
+share it safely). Every process using it leaves a marker there that a normal exit removes:
+PoCL compiles kernels at build time and again at first launch, and an abort in either
+leaves the marker, so a marker whose process no longer exists means the cache may hold a
+half-written entry, and the next process clears the cache before PoCL reads it (a
+process that was killed costs a cold cache, nothing worse). ``program.py`` recovers from
+a broken entry met anyway by rebuilding under a fresh key. The setup must run before
+PoCL starts (``devices._cl`` runs it before importing pyopencl); a program that started
+PoCL earlier keeps PoCL's default cache.
 """
 from __future__ import annotations
 
-import contextlib
-import itertools
+import atexit
 import os
 import shutil
 import tempfile
@@ -24,8 +27,7 @@ from pathlib import Path
 
 _STATE: dict = {"dir": None, "done": False}
 _LOCK = threading.Lock()
-_COUNTER = itertools.count()
-MARKERS = ".rlx_ref_building"
+MARKERS = ".rlx_ref_running"
 
 
 def _root() -> Path:
@@ -41,7 +43,7 @@ def owned_dir() -> Path | None:
 
 def own_pocl_cache() -> None:
     """Point PoCL's cache at rlx_ref's directory (once, before PoCL starts), clearing it if
-    an earlier build crashed there."""
+    a process that used it ended without exiting."""
     with _LOCK:
         if _STATE["done"]:
             return
@@ -57,14 +59,33 @@ def own_pocl_cache() -> None:
         crashed = [m for m in (path / MARKERS).iterdir() if not _alive(m.name)]
         if crashed:
             _clear(path, crashed)
+        _mark_running(path / MARKERS / str(os.getpid()))
         os.environ["POCL_CACHE_DIR"] = str(path)
         _STATE["dir"] = path
 
 
-def _alive(marker: str) -> bool:
-    """Whether the process that wrote ``marker`` (``<pid>-<n>``) still runs."""
+def _mark_running(marker: Path) -> None:
+    """Leave ``marker`` while this process runs; a normal exit (also of a multiprocessing
+    worker, which skips atexit) removes it."""
+    import multiprocessing.util
+
+    pid = os.getpid()
+
+    def unmark():
+        if os.getpid() == pid:          # not a forked child's exit
+            marker.unlink(missing_ok=True)
     try:
-        pid = int(marker.split("-")[0])
+        marker.touch()
+    except OSError:
+        return
+    atexit.register(unmark)
+    multiprocessing.util.Finalize(None, unmark, exitpriority=0)
+
+
+def _alive(marker: str) -> bool:
+    """Whether the process that wrote ``marker`` (its pid) still runs."""
+    try:
+        pid = int(marker)
         os.kill(pid, 0)
     except (ValueError, ProcessLookupError):
         return False
@@ -74,34 +95,16 @@ def _alive(marker: str) -> bool:
 
 
 def _clear(path: Path, crashed: list) -> None:
+    """Empty the cache at ``path`` (markers of live processes stay) and say so."""
     for entry in path.iterdir():
         if entry.name != MARKERS:
             shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(
                 missing_ok=True)
     for m in crashed:
         m.unlink(missing_ok=True)
-    warnings.warn(f"PoCL's kernel cache {path} was left by a build that crashed (process "
-                  f"{crashed[0].name.split('-')[0]}); cleared it", RuntimeWarning,
-                  stacklevel=3)
-
-
-@contextlib.contextmanager
-def building():
-    """Mark a build in the owned cache while it runs (a crash leaves the mark)."""
-    path = owned_dir()
-    if path is None:
-        yield
-        return
-    marker = path / MARKERS / f"{os.getpid()}-{next(_COUNTER)}"
-    try:
-        marker.touch()
-    except OSError:
-        marker = None
-    try:
-        yield
-    finally:
-        if marker is not None:
-            marker.unlink(missing_ok=True)
+    warnings.warn(f"PoCL's kernel cache {path} was in use by a process that ended without "
+                  f"exiting (pid {crashed[0].name}: a compiler crash, or killed); cleared it",
+                  RuntimeWarning, stacklevel=3)
 
 
 def reset_for_tests() -> None:

@@ -18,7 +18,7 @@ import warnings
 from pathlib import Path
 
 from .cprelude import prelude
-from .pocl_cache import building, owned_dir
+from .pocl_cache import owned_dir
 
 
 class KernelRef:
@@ -96,8 +96,7 @@ class ProgramBuilder:
         import pyopencl as cl
 
         try:
-            with building():
-                return cl.Program(self.context, src).build(options=options)
+            return cl.Program(self.context, src).build(options=options)
         except cl.RuntimeError as e:
             raise RuntimeError(f"OpenCL build failed on {self.device.label}:\n{e}") from e
 
