@@ -93,7 +93,7 @@ def store_vec(dt: DType, ptr: str, idx: str, val: str, n: int) -> str:
     return f"vstore{n}(convert_{C_TYPE[dt]}{n}({val}), 0, {ptr} + {idx})"
 
 
-def vec_defs(device, ct: str, dts: dict, out_dt: DType | None, out_ptr: str = "out") -> dict:
+def vec_defs(device, ct: str, dts: dict, out_dt: DType | None) -> dict:
     """The lane count ``VW`` and the vector macros of a CPU kernel computing in ``ct``:
     ``LD<X>V(i)`` for each ``name: dtype`` of ``dts`` and ``STOV(i, v)`` into ``out_dt``."""
     n = vec_width(device, ct)
@@ -101,7 +101,7 @@ def vec_defs(device, ct: str, dts: dict, out_dt: DType | None, out_ptr: str = "o
     for name, dt in dts.items():
         defs[f"LD{name.upper()}V(i)"] = load_vec(dt, name, "(i)", ct, n)
     if out_dt is not None:
-        defs["STOV(i, v)"] = store_vec(out_dt, out_ptr, "(i)", "(v)", n)
+        defs["STOV(i, v)"] = store_vec(out_dt, "out", "(i)", "(v)", n)
     return defs
 
 
@@ -130,33 +130,29 @@ _QUIET = '#ifdef __clang__\n#pragma clang diagnostic ignored "-Wpsabi"\n#endif\n
 _DIVMOD = "long q = (t) / (n), r = (t) - q * (n)"
 
 
-def per_lane(text: str, n: int) -> str:
-    """Repeat each line holding ``@s`` once per lane of an ``n``-vector (``.s0`` ..)."""
+def repeat_lines(text: str, marks: tuple, rows: list) -> str:
+    """Each line holding one of ``marks`` once per row of ``rows``, the marks replaced by
+    the row's items."""
     out = []
     for line in text.split("\n"):
-        out += [line.replace("@s", f"s{j:x}") for j in range(n)] if "@s" in line else [line]
-    return "\n".join(out)
-
-
-def per_part(text: str, n: int) -> str:
-    """Repeat each line holding ``@h`` once per ``n``-wide part of 8 lanes."""
-    out = []
-    for line in text.split("\n"):
-        if "@h" in line:
-            out += [line.replace("@h", str(h)).replace("@O", str(n * h))
-                    for h in range(8 // n)]
-        else:
+        if not any(m in line for m in marks):
             out.append(line)
+            continue
+        for row in rows:
+            new = line
+            for m, v in zip(marks, row):
+                new = new.replace(m, str(v))
+            out.append(new)
     return "\n".join(out)
 
 
 def render(prefix: str, defs: dict, body: str) -> tuple[str, str]:
     """(name, source): ``body`` (``KNAME`` for its name) between ``defs``' #define/#undef;
     ``@h`` lines repeated per part, then ``@s`` lines per lane, of ``defs["VW"]``."""
-    if "@h" in body:
-        body = per_part(body, int(defs["VW"]))
-    if "@s" in body:
-        body = per_lane(body, int(defs["VW"]))
+    if "VW" in defs:
+        n = int(defs["VW"])
+        body = repeat_lines(body, ("@h", "@O"), [(h, n * h) for h in range(8 // n)])
+        body = repeat_lines(body, ("@s",), [(f"s{j:x}",) for j in range(n)])
     defs = {**defs, "DIVMOD(t, n, q, r)": _DIVMOD}
     head = _QUIET + "".join(f"#define {k} {v}\n" for k, v in defs.items())
     tail = "".join(f"#undef {k.split('(')[0]}\n" for k in defs)
@@ -243,13 +239,7 @@ def unroll(text: str, nv: int, vw: int) -> str:
     """Repeat each line holding ``@j`` (vector j) or ``@o`` (its offset vw·j) ``nv`` times."""
     # blocks of vw·nv columns in nv named vectors: private arrays of vectors are not kept
     # in registers by every compiler (PoCL's ran 3x slower)
-    out = []
-    for line in text.split("\n"):
-        if "@j" in line or "@o" in line:
-            out += [line.replace("@j", str(j)).replace("@o", str(vw * j)) for j in range(nv)]
-        else:
-            out.append(line)
-    return "\n".join(out)
+    return repeat_lines(text, ("@j", "@o"), [(j, vw * j) for j in range(nv)])
 
 
 def template_source(prefix: str, templates: dict, kernel: str, defs: dict,
