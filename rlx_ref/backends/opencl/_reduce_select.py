@@ -5,9 +5,9 @@ lowest index, -0 and +0 tie, and an all-NaN slice gives 0. ``lines`` searches on
 (stride ``inner``) per work-item; ``rows_cpu`` a row per work-item in VW lanes (each the
 first best of its elements, merged lowest index first); ``rows_gpu`` splits a row over a
 work-group and merges (value, index) pairs in a tree, the lower index winning ties. TopK
-keeps the ``k`` best candidates of a row sorted (value descending, index ascending; NaN below every number)
-and inserts an element only when it ranks above the k-th; the candidates live in private
-memory for small k and in a global scratch row otherwise. Indices are stored in the
+keeps the ``k`` best candidates of a row sorted (value descending, index ascending; NaN
+below every number) and inserts an element only when it ranks above the k-th; the
+candidates live in private memory for small k and in a global scratch row otherwise. Indices are stored in the
 output dtype (the input's float dtype, f32-encoded, or i64).
 """
 from __future__ import annotations
