@@ -165,3 +165,45 @@ def test_lowering_errors_name_the_node():
     object.__setattr__(node.attrs, "k", 4)
     with pytest.raises(ValueError, match=r"k=4 exceeds the last axis size 3 \(at %1\)"):
         lower_topk(node, [g.nodes[x].shape], None)
+
+
+F64 = np.float64
+NARROW_PATHS = [     # every kernel with 64-bit vector lanes, rendered 4 wide
+    ("sum rows f64", lambda g, x: g.reduce(x, "Sum", [1]), [_r(5, 1001, dt=F64)]),
+    ("prod rows f64", lambda g, x: g.reduce(x, "Prod", [1]), [1 + _r(4, 77, dt=F64) / 50]),
+    ("max cols f64", lambda g, x: g.reduce(x, "Max", [1]), [_r(3, 17, 100, dt=F64, nan=0.1)]),
+    ("sum rows i32", lambda g, x: g.reduce(x, "Sum", [1]), [_ints(np.int32, 3, 203)]),
+    ("prod cols i16", lambda g, x: g.reduce(x, "Prod", [1]), [_ints(np.int16, 2, 9, 70)]),
+    ("softmax rows f64", lambda g, x: g.softmax(x, -1), [_r(6, 777, dt=F64)]),
+    ("softmax cols f64", lambda g, x: g.softmax(x, 1), [_r(2, 9, 100, dt=F64, nan=0.01)]),
+    ("cumsum cols f32", lambda g, x: g.cumsum(x, axis=0, exclusive=False), [_r(40, 130)]),
+    ("cumsum cols i32", lambda g, x: g.cumsum(x, axis=0, exclusive=True),
+     [_ints(np.int32, 30, 70)]),
+    ("cummax cols f64", lambda g, x: g.cum_max(x, axis=0, exclusive=False),
+     [_r(40, 130, dt=F64, nan=0.1)]),
+    ("argmax rows f64", lambda g, x: g.arg_max(x, axis=1, keep_dim=False),
+     [np.round(_r(5, 1000, dt=F64, nan=0.05))]),
+    ("argmin rows i32", lambda g, x: g.arg_min(x, axis=1, keep_dim=False),
+     [_ints(np.int32, 3, 600)]),
+    ("layernorm rows f64", lambda g, x, a, b: g.layer_norm(x, a, b, axis=-1, eps=1e-5),
+     [_r(5, 1003, dt=F64), _r(1003, dt=F64), _r(1003, dt=F64)]),
+    ("layernorm cols f64", lambda g, x, a, b: g.layer_norm(x, a, b, axis=1, eps=1e-5),
+     [_r(3, 50, 101, dt=F64), _r(50, dt=F64), _r(50, dt=F64)]),
+]
+
+
+@pytest.mark.parametrize("name,build,arrays", NARROW_PATHS, ids=[p[0] for p in NARROW_PATHS])
+def test_avx2_class_vectors_compute_the_same(monkeypatch, name, build, arrays):
+    """An AVX2-class CPU (no 512-bit vectors) gets 4-wide 64-bit lanes; same answers."""
+    import dataclasses
+    import re
+
+    info, ctx, queue = CL._device()
+    if not info.fp64 and any(a.dtype == F64 for a in arrays):
+        pytest.skip("no fp64 on this device")
+    monkeypatch.setattr(CL, "_dev", (dataclasses.replace(info, vector_bytes=32), ctx, queue))
+    _check(build, *arrays, exact=name.startswith("arg"))
+    g, _ = _graph(build, arrays)
+    srcs = "\n".join(CL.compile(g).kernel_sources().values())
+    assert not re.search(r"\b(?:double|long|ulong)(?:8|16)\b", srcs)
+    assert re.search(r"\b(?:double|long|ulong)4\b", srcs)

@@ -30,10 +30,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _backends(spec: str | None) -> list:
-    from ..backends.registry import available_backends, get_backend
+    from ..backends.base import BackendUnavailable
+    from ..backends.registry import available_backends, backend_names, get_backend
 
     if not spec:
-        return [(b.name, b) for b in available_backends()]
+        usable = available_backends()
+        for name in sorted(set(backend_names()) - {b.name for b in usable}):
+            try:                        # a backend known but unusable here says why, once
+                b = get_backend(name)
+                why = "" if getattr(b, "test_only", False) else b.availability()[1]
+            except BackendUnavailable as e:
+                why = str(e)
+            if why:
+                print(f"{name}: unavailable: {why}", file=sys.stderr)
+        return [(b.name, b) for b in usable]
     out = []
     for name in spec.split(","):
         b = get_backend(name.strip())

@@ -5,8 +5,11 @@ scanned or normalized extent) and is rendered from a template whose dtype-specif
 are macros defined just above it and undefined just after it, so kernels of different
 dtypes live side by side in one program. Loads convert to the compute type (float for
 f32/f16/bf16, double for f64, long or ulong for integers); stores round once into the
-output dtype. CPU devices get a contiguous run per work-item with 8-wide vector
-accumulators; GPUs get one work-group per row and a tree in local memory.
+output dtype. CPU devices get a contiguous run per work-item with vector accumulators of
+``VW`` lanes (``vec_width``: 8, or 4 for 64-bit lanes on devices without 512-bit vectors);
+GPUs get one work-group per row and a tree in local memory. A template line holding
+``@h`` is repeated per ``VW``-wide part of an 8-lane value (``@h``: the part, ``@O``: its
+first lane), then a line holding ``@s`` once per lane (``@s``: ``s0``, ``s1``, ...).
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from ..layout import split3, strides_of  # noqa: F401 - split3: the family's geo
 from .launch import bind_nd, round_up
 from .lowering import C_TYPE
 
-VEC = 8                    # lanes of the CPU kernels' vector accumulators
+WIDE_TYPES = ("double", "long", "ulong")     # 64-bit lanes
 FLOATS = (DType.F32, DType.F64, DType.F16, DType.BF16)
 INTS = (DType.I8, DType.I16, DType.I32, DType.I64, DType.U8, DType.U32)
 BUFFER = {**C_TYPE, DType.F16: "half", DType.BF16: "ushort"}
@@ -45,16 +48,27 @@ def load(dt: DType, ptr: str, idx: str, ct: str) -> str:
     return f"(({ct})({v}))"
 
 
-def load_vec(dt: DType, ptr: str, idx: str, ct: str) -> str:
-    """An 8-wide load of ``ptr[idx .. idx+8)`` as a ``ct``8 vector."""
+def vec_width(device, ct: str) -> int:
+    """Lanes of the CPU kernels' ``ct`` vectors on ``device``: 8, or 4 for 64-bit lanes
+    where 8 of them would be wider than the device's vector registers."""
+    # PoCL 3.0's LLVM 14 cannot select some 8-wide double/long operations for AVX2 targets
+    # (Zen 3: "Cannot select ... X86ISD::VFPROUND", "i64 = fsqrt", "Cannot emit physreg
+    # copy") and aborts the process; 4 lanes are one AVX2 register and compile everywhere
+    if ct in WIDE_TYPES and device.vector_bytes < 64:
+        return 4
+    return 8
+
+
+def load_vec(dt: DType, ptr: str, idx: str, ct: str, n: int) -> str:
+    """An ``n``-wide load of ``ptr[idx .. idx+n)`` as a ``ct``n vector."""
     if dt is DType.F16:     # PoCL miscompiles vload_half8 at offsets not a multiple of 8
-        parts = ", ".join(f"vload_half({idx} + {j}, {ptr})" for j in range(VEC))
-        v, have = f"((float8)({parts}))", "float"
+        parts = ", ".join(f"vload_half({idx} + {j}, {ptr})" for j in range(n))
+        v, have = f"((float{n})({parts}))", "float"
     elif dt is DType.BF16:
-        v, have = f"as_float8(convert_uint8(vload8(0, {ptr} + {idx})) << 16)", "float"
+        v, have = f"as_float{n}(convert_uint{n}(vload{n}(0, {ptr} + {idx})) << 16)", "float"
     else:
-        v, have = f"vload8(0, {ptr} + {idx})", C_TYPE[dt]
-    return v if have == ct else f"convert_{ct}8({v})"
+        v, have = f"vload{n}(0, {ptr} + {idx})", C_TYPE[dt]
+    return v if have == ct else f"convert_{ct}{n}({v})"
 
 
 def store(dt: DType, ptr: str, idx: str, val: str) -> str:
@@ -66,17 +80,30 @@ def store(dt: DType, ptr: str, idx: str, val: str) -> str:
     return f"{ptr}[{idx}] = ({C_TYPE[dt]})({val})"
 
 
-def store_vec(dt: DType, ptr: str, idx: str, val: str) -> str:
-    """A statement storing the 8-vector ``val`` (float or double lanes) at ``ptr[idx]``."""
+def store_vec(dt: DType, ptr: str, idx: str, val: str, n: int) -> str:
+    """A statement storing the ``n``-vector ``val`` (float or double lanes) at ``ptr[idx]``."""
     if dt is DType.F16:     # lane by lane, as the loads
-        stores = " ".join(f"vstore_half_rte(h_.s{j}, {idx} + {j}, {ptr});" for j in range(VEC))
-        return f"{{ float8 h_ = convert_float8({val}); {stores} }}"
+        stores = " ".join(f"vstore_half_rte(h_.s{j}, {idx} + {j}, {ptr});" for j in range(n))
+        return f"{{ float{n} h_ = convert_float{n}({val}); {stores} }}"
     if dt is DType.BF16:        # nearest bfloat16, ties to even; NaN kept as is
-        return (f"{{ uint8 u_ = as_uint8(convert_float8({val})); "
-                f"uint8 r_ = u_ + (uint8)0x7fffu + ((u_ >> 16) & (uint8)1u); "
-                f"r_ = select(r_, u_, (u_ & (uint8)0x7fffffffu) > (uint8)0x7f800000u); "
-                f"vstore8(convert_ushort8(r_ >> 16), 0, {ptr} + {idx}); }}")
-    return f"vstore8(convert_{C_TYPE[dt]}8({val}), 0, {ptr} + {idx})"
+        u = f"uint{n}"
+        return (f"{{ {u} u_ = as_{u}(convert_float{n}({val})); "
+                f"{u} r_ = u_ + ({u})0x7fffu + ((u_ >> 16) & ({u})1u); "
+                f"r_ = select(r_, u_, (u_ & ({u})0x7fffffffu) > ({u})0x7f800000u); "
+                f"vstore{n}(convert_ushort{n}(r_ >> 16), 0, {ptr} + {idx}); }}")
+    return f"vstore{n}(convert_{C_TYPE[dt]}{n}({val}), 0, {ptr} + {idx})"
+
+
+def vec_defs(device, ct: str, dts: dict, out_dt: DType | None) -> dict:
+    """The lane count ``VW`` and the vector macros of a CPU kernel computing in ``ct``:
+    ``LD<X>V(i)`` for each ``name: dtype`` of ``dts`` and ``STOV(i, v)`` into ``out_dt``."""
+    n = vec_width(device, ct)
+    defs = {"VW": str(n)}
+    for name, dt in dts.items():
+        defs[f"LD{name.upper()}V(i)"] = load_vec(dt, name, "(i)", ct, n)
+    if out_dt is not None:
+        defs["STOV(i, v)"] = store_vec(out_dt, "out", "(i)", "(v)", n)
+    return defs
 
 
 def lowest(dt: DType) -> str:
@@ -89,11 +116,6 @@ def highest(dt: DType) -> str:
     return c_literal(math.inf, dt) if dt.is_float else c_literal(int_range(dt)[1], dt)
 
 
-def lanes(expr: str, fold) -> list[str]:
-    """``fold(lane)`` for each component ``.s0`` .. ``.s7`` of the vector ``expr``."""
-    return [fold(f"{expr}.s{j}") for j in range(VEC)]
-
-
 # clang notes that 8-wide double/long vectors passed to builtins change the AVX ABI;
 # nothing crosses a compilation unit here, so the note is noise
 _QUIET = '#ifdef __clang__\n#pragma clang diagnostic ignored "-Wpsabi"\n#endif\n'
@@ -104,8 +126,29 @@ _QUIET = '#ifdef __clang__\n#pragma clang diagnostic ignored "-Wpsabi"\n#endif\n
 _DIVMOD = "long q = (t) / (n), r = (t) - q * (n)"
 
 
+def repeat_lines(text: str, marks: tuple, rows: list) -> str:
+    """Each line holding one of ``marks`` once per row of ``rows``, the marks replaced by
+    the row's items."""
+    out = []
+    for line in text.split("\n"):
+        if not any(m in line for m in marks):
+            out.append(line)
+            continue
+        for row in rows:
+            new = line
+            for m, v in zip(marks, row):
+                new = new.replace(m, str(v))
+            out.append(new)
+    return "\n".join(out)
+
+
 def render(prefix: str, defs: dict, body: str) -> tuple[str, str]:
-    """(name, source): ``body`` (``KNAME`` for its name) between ``defs``' #define/#undef."""
+    """(name, source): ``body`` (``KNAME`` for its name) between ``defs``' #define/#undef;
+    ``@h`` lines repeated per part, then ``@s`` lines per lane, of ``defs["VW"]``."""
+    if "VW" in defs:
+        n = int(defs["VW"])
+        body = repeat_lines(body, ("@h", "@O"), [(h, n * h) for h in range(8 // n)])
+        body = repeat_lines(body, ("@s",), [(f"s{j:x}",) for j in range(n)])
     defs = {**defs, "DIVMOD(t, n, q, r)": _DIVMOD}
     head = _QUIET + "".join(f"#define {k} {v}\n" for k, v in defs.items())
     tail = "".join(f"#undef {k.split('(')[0]}\n" for k in defs)
@@ -123,7 +166,7 @@ def wg_size(device, want: int = 256) -> int:
 def gpu_style(device) -> bool:
     """Whether to render work-group trees (GPUs) rather than runs per work-item (CPUs)."""
     # Oclgrind counts as a GPU: it is there to check the work-group kernels real GPUs run
-    # (barriers, local-memory races); PoCL runs the CPU ones, whose 8-wide vectors its
+    # (barriers, local-memory races); PoCL runs the CPU ones, whose vectors its
     # uninitialized-value checker cannot follow
     return not device.is_cpu or "oclgrind" in device.platform.lower()
 
@@ -188,17 +231,11 @@ def sequence(launchers: list, keep: tuple = ()):
     return launch
 
 
-def unroll(text: str, nv: int) -> str:
-    """Repeat each line holding ``@j`` (vector j) or ``@o`` (its offset 8·j) ``nv`` times."""
-    # blocks of 8·nv columns in nv named vectors: private arrays of vectors are not kept
+def unroll(text: str, nv: int, vw: int) -> str:
+    """Repeat each line holding ``@j`` (vector j) or ``@o`` (its offset vw·j) ``nv`` times."""
+    # blocks of vw·nv columns in nv named vectors: private arrays of vectors are not kept
     # in registers by every compiler (PoCL's ran 3x slower)
-    out = []
-    for line in text.split("\n"):
-        if "@j" in line or "@o" in line:
-            out += [line.replace("@j", str(j)).replace("@o", str(VEC * j)) for j in range(nv)]
-        else:
-            out.append(line)
-    return "\n".join(out)
+    return repeat_lines(text, ("@j", "@o"), [(j, vw * j) for j in range(nv)])
 
 
 def template_source(prefix: str, templates: dict, kernel: str, defs: dict,
@@ -209,12 +246,21 @@ def template_source(prefix: str, templates: dict, kernel: str, defs: dict,
     extra = {"WG": str(wg)} if kernel == "rows_gpu" else {}
     text = templates[kernel]
     if kernel == "cols_cpu":
-        nv = block_vectors(defs["ACC"])
-        extra, text = {"CB": str(VEC * nv)}, unroll(text, nv)
+        vw = int(defs["VW"])
+        nv = block_vectors(defs["ACC"], vw)
+        extra, text = {"CB": str(vw * nv)}, unroll(text, nv, vw)
     return render(f"{prefix}_{kernel}", {**defs, **extra}, text)
 
 
-def block_vectors(ct: str) -> int:
-    """Vectors per column block of the CPU column kernels (accumulators of type ``ct``)."""
-    # 64 columns of 4-byte accumulators, 32 of 8-byte ones: what 16 AVX registers hold
-    return 8 if ct in ("float", "int", "uint") else 4
+def block_vectors(ct: str, vw: int) -> int:
+    """Vectors per column block of the CPU column kernels (accumulators: ``ct``vw)."""
+    # 256 bytes of accumulators (64 floats, 32 doubles): what 16 AVX registers hold with
+    # room for the loads
+    size = 8 if ct in WIDE_TYPES else 4
+    return max(1, 256 // (vw * size))
+
+
+def column_block(defs: dict) -> int:
+    """Columns per work-item of a ``cols_cpu`` kernel rendered with ``defs``."""
+    vw = int(defs["VW"])
+    return vw * block_vectors(defs["ACC"], vw)

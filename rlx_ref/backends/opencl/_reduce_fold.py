@@ -7,7 +7,8 @@ undefined behaviour, and the store truncates as numpy's do). Max and Min skip Na
 (accumulators start at ∓inf, never NaN) and pick +0 over -0 for Max, -0 for Min, with
 one compare-and-select that also vectorizes, so no second pass settles zero signs.
 
-Kernels: ``rows_cpu`` (a contiguous segment per work-item, four 8-wide accumulators),
+Kernels: ``rows_cpu`` (a contiguous segment per work-item, four 8-lane accumulators, each
+one 8-wide vector or two 4-wide halves, so products associate alike on every device),
 ``rows_gpu`` (a segment per work-group, tree in local memory), ``combine`` (the per-row
 partials of segments, in order), ``cols_cpu`` (a block of 32 or 64 adjacent columns per work-item),
 ``cols_gpu`` (a column per work-item) and ``strided`` (reduced axes that are not adjacent:
@@ -22,13 +23,11 @@ from ._reduce_c import (
     BUFFER,
     compute_type,
     highest,
-    lanes,
     load,
-    load_vec,
     lowest,
     store,
-    store_vec,
     template_source,
+    vec_defs,
 )
 
 ACC_NP = {"float": np.float32, "double": np.float64, "long": np.int64, "ulong": np.uint64}
@@ -39,8 +38,8 @@ _FLOAT_MIN = ("(((v) < (a) || ((v) == (a) && signbit(v))) ? (v) : (a))",
               "select((a), (v), ((v) < (a)) | (((v) == (a)) & signbit(v)))")
 
 
-def fold_defs(op: str, xdt: DType, odt: DType) -> dict:
-    """The macros of Reduce ``op`` reading ``xdt`` and storing ``odt``."""
+def fold_defs(op: str, xdt: DType, odt: DType, device) -> dict:
+    """The macros of Reduce ``op`` reading ``xdt`` and storing ``odt`` on ``device``."""
     ct = compute_type(xdt, unsigned=op in ("Sum", "Prod"))
     if op in ("Sum", "Mean"):
         ident, comb = "0", ("((a) + (v))",) * 2
@@ -52,18 +51,16 @@ def fold_defs(op: str, xdt: DType, odt: DType) -> dict:
     else:
         ident = lowest(xdt) if op == "Max" else highest(xdt)
         comb = (f"{op.lower()}((a), (v))",) * 2
+    vec = vec_defs(device, ct, {"x": xdt}, odt)
     return {
-        "XT": BUFFER[xdt], "OT": BUFFER[odt], "ACC": ct, "ACCV": f"{ct}8",
-        "IDENT": f"(({ct}){ident})",
-        "LDX(i)": load(xdt, "x", "(i)", ct), "LDXV(i)": load_vec(xdt, "x", "(i)", ct),
+        "XT": BUFFER[xdt], "OT": BUFFER[odt], "ACC": ct, "ACCV": f"{ct}{vec['VW']}",
+        "IDENT": f"(({ct}){ident})", **vec,
+        "LDX(i)": load(xdt, "x", "(i)", ct),
         "STO(i, v)": store(odt, "out", "(i)", "(v)"),
-        "STOV(i, v)": store_vec(odt, "out", "(i)", "(v)"),
         "COMB(a, v)": comb[0], "COMBV(a, v)": comb[1],
         "FIN(a)": "((a) / (ACC)count)" if op == "Mean" else "(a)",
     }
 
-
-_LANES = "\n".join(lanes("v0", lambda c: f"    a = COMB(a, {c});"))
 
 _ROWS_CPU = """
 __kernel void KNAME(__global OT* out, __global const XT* x, __global ACC* part,
@@ -76,19 +73,23 @@ __kernel void KNAME(__global OT* out, __global const XT* x, __global ACC* part,
     long n = min(chunk, K - c * chunk);
     long i = 0;
     ACC a = IDENT;
-    ACCV v0 = (ACCV)(IDENT), v1 = v0, v2 = v0, v3 = v0;
-    for (; i + 32 <= n; i += 32) {     /* four independent chains hide the add latency */
-        ACCV w0 = LDXV(lo + i), w1 = LDXV(lo + i + 8);
-        ACCV w2 = LDXV(lo + i + 16), w3 = LDXV(lo + i + 24);
-        v0 = COMBV(v0, w0); v1 = COMBV(v1, w1); v2 = COMBV(v2, w2); v3 = COMBV(v3, w3);
+    ACCV v0_@h = (ACCV)(IDENT), v1_@h = v0_@h, v2_@h = v0_@h, v3_@h = v0_@h;
+    for (; i + 32 <= n; i += 32) {     /* four independent chains hide the latency */
+        ACCV w0_@h = LDXV(lo + i + @O), w1_@h = LDXV(lo + i + 8 + @O);
+        ACCV w2_@h = LDXV(lo + i + 16 + @O), w3_@h = LDXV(lo + i + 24 + @O);
+        v0_@h = COMBV(v0_@h, w0_@h); v1_@h = COMBV(v1_@h, w1_@h);
+        v2_@h = COMBV(v2_@h, w2_@h); v3_@h = COMBV(v3_@h, w3_@h);
     }
-    for (; i + 8 <= n; i += 8) { ACCV w = LDXV(lo + i); v0 = COMBV(v0, w); }
-    v0 = COMBV(v0, v1); v2 = COMBV(v2, v3); v0 = COMBV(v0, v2);
-LANES
+    for (; i + 8 <= n; i += 8) {
+        ACCV w_@h = LDXV(lo + i + @O);
+        v0_@h = COMBV(v0_@h, w_@h);
+    }
+    v0_@h = COMBV(v0_@h, v1_@h); v2_@h = COMBV(v2_@h, v3_@h); v0_@h = COMBV(v0_@h, v2_@h);
+    a = COMB(a, v0_@h.@s);
     for (; i < n; i++) { ACC v = LDX(lo + i); a = COMB(a, v); }
     if (finish) STO(s, FIN(a)); else part[s] = a;
 }
-""".replace("LANES", _LANES)
+"""
 
 _ROWS_GPU = """
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))

@@ -6,42 +6,28 @@ RmsNorm is the same kernel with the mean fixed at 0. ``rows_*`` normalize contig
 blocks of ``Cg·S`` elements (a LayerNorm row over the last axis: Cg = C, S = 1; a
 GroupNorm group: C/groups channels × S spatial positions), the affine channel of element
 e of block r being ``(r % G)·Cg + e / S``; the CPU kernel runs a block per work-item with
-8-wide vectors (the block stays in cache between passes), the GPU one a block per
+VW-wide vectors (the block stays in cache between passes), the GPU one a block per
 work-group with trees in local memory. ``cols`` normalizes one line of ``[outer, C,
 inner]`` per work-item (LayerNorm on another axis, LayerNorm2d) and ``cols_cpu`` blocks of
-32 lines in vectors; ``batchnorm`` is one element per work-item, channels on the last axis.
+4·VW lines in vectors; ``batchnorm`` is one element per work-item, channels on the last axis.
 """
 from __future__ import annotations
 
 from ...ir.dtype import DType
-from ._reduce_c import (
-    BUFFER,
-    VEC,
-    lanes,
-    load,
-    load_vec,
-    render,
-    store,
-    store_vec,
-    unroll,
-)
+from ._reduce_c import BUFFER, load, render, store, unroll, vec_defs
 
 
-def norm_defs(dts: list, rms: bool = False) -> dict:
+def norm_defs(dts: list, device, rms: bool = False) -> dict:
     """Macros for x (``dts[0]``, also the output) and its per-feature operands."""
     ct = "double" if DType.F64 in dts else "float"
-    defs = {"CT": ct, "CTV": f"{ct}8", "RMS": str(int(rms)), "XT": BUFFER[dts[0]],
-            "STO(i, v)": store(dts[0], "out", "(i)", "(v)"),
-            "STOV(i, v)": store_vec(dts[0], "out", "(i)", "(v)")}
+    vec = vec_defs(device, ct, dict(zip("xgbmv", dts)), dts[0])
+    defs = {"CT": ct, "CTV": f"{ct}{vec['VW']}", "RMS": str(int(rms)), "XT": BUFFER[dts[0]],
+            "STO(i, v)": store(dts[0], "out", "(i)", "(v)"), **vec}
     for name, dt in zip("xgbmv", dts):
         up = name.upper()
         defs[f"{up}T"] = BUFFER[dt]
         defs[f"LD{up}(i)"] = load(dt, name, "(i)", ct)
-        defs[f"LD{up}V(i)"] = load_vec(dt, name, "(i)", ct)
     return defs
-
-
-_SUM_LANES = "\n".join(lanes("s0", lambda c: f"    s += {c};"))
 
 _ROWS_CPU = """
 __kernel void KNAME(__global XT* out, __global const XT* x, __global const GT* g,
@@ -54,25 +40,25 @@ __kernel void KNAME(__global XT* out, __global const XT* x, __global const GT* g
     CTV s0, s1;
 #if !RMS
     s0 = (CTV)0; s1 = s0;
-    for (i = 0; i + 16 <= L; i += 16) { s0 += LDXV(lo + i); s1 += LDXV(lo + i + 8); }
+    for (i = 0; i + 2 * VW <= L; i += 2 * VW) { s0 += LDXV(lo + i); s1 += LDXV(lo + i + VW); }
     s0 += s1;
-SUMLANES
+    s += s0.@s;
     for (; i < L; i++) s += LDX(lo + i);
     mean = s / (CT)L;
     s = 0;
 #endif
     s0 = (CTV)0; s1 = s0;
-    for (i = 0; i + 16 <= L; i += 16) {
-        CTV d0 = LDXV(lo + i) - mean, d1 = LDXV(lo + i + 8) - mean;
+    for (i = 0; i + 2 * VW <= L; i += 2 * VW) {
+        CTV d0 = LDXV(lo + i) - mean, d1 = LDXV(lo + i + VW) - mean;
         s0 += d0 * d0; s1 += d1 * d1;
     }
     s0 += s1;
-SUMLANES
+    s += s0.@s;
     for (; i < L; i++) { CT d = LDX(lo + i) - mean; s += d * d; }
     CT rstd = (CT)1 / sqrt(s / (CT)L + eps);
     long c0 = (r % G) * Cg;
     if (S == 1) {
-        for (i = 0; i + 8 <= L; i += 8)
+        for (i = 0; i + VW <= L; i += VW)
             STOV(lo + i, (LDXV(lo + i) - mean) * rstd * LDGV(c0 + i) + LDBV(c0 + i));
         for (; i < L; i++) STO(lo + i, (LDX(lo + i) - mean) * rstd * LDG(c0 + i) + LDB(c0 + i));
         return;
@@ -80,11 +66,11 @@ SUMLANES
     for (long c = 0; c < Cg; c++) {
         CT sc = rstd * LDG(c0 + c), sh = LDB(c0 + c);
         long base = lo + c * S;
-        for (i = 0; i + 8 <= S; i += 8) STOV(base + i, (LDXV(base + i) - mean) * sc + sh);
+        for (i = 0; i + VW <= S; i += VW) STOV(base + i, (LDXV(base + i) - mean) * sc + sh);
         for (; i < S; i++) STO(base + i, (LDX(base + i) - mean) * sc + sh);
     }
 }
-""".replace("SUMLANES", _SUM_LANES)
+"""
 
 _ROWS_GPU = """
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
@@ -197,7 +183,7 @@ __kernel void KNAME(__global XT* out, __global const XT* x, __global const GT* g
 
 _TEMPLATES = {"rows_cpu": _ROWS_CPU, "rows_gpu": _ROWS_GPU, "cols": _COLS,
               "cols_cpu": _COLS_CPU, "batchnorm": _BATCHNORM}
-COL_VECTORS = 4          # 32 columns per block: mean, q and the data fit the registers
+COL_VECTORS = 4          # 4·VW columns per block: mean, q and the data fit the registers
 
 
 def source(kernel: str, defs: dict, wg: int = 0) -> tuple[str, str]:
@@ -205,7 +191,8 @@ def source(kernel: str, defs: dict, wg: int = 0) -> tuple[str, str]:
     extra = {"WG": str(wg)} if kernel == "rows_gpu" else {}
     text = _TEMPLATES[kernel]
     if kernel.startswith("cols"):       # the line helper is named after its kernel
-        extra["CB"] = str(VEC * COL_VECTORS)
-        text = _LINE + unroll(text, COL_VECTORS)
+        vw = int(defs["VW"])
+        extra["CB"] = str(vw * COL_VECTORS)
+        text = _LINE + unroll(text, COL_VECTORS, vw)
     name, src = render(f"norm_{kernel}", {**defs, **extra}, text)
     return name, src.replace("LINE(", f"{name}_line(")

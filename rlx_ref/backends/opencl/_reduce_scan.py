@@ -23,11 +23,10 @@ from ._reduce_c import (
     BUFFER,
     compute_type,
     load,
-    load_vec,
     lowest,
     store,
-    store_vec,
     template_source,
+    vec_defs,
 )
 
 _COMB = {   # (scalar, vector)
@@ -39,8 +38,9 @@ _COMB = {   # (scalar, vector)
 }
 
 
-def scan_defs(kind: str, dt: DType, wide: bool) -> dict:
-    """Macros of scan ``kind`` over ``dt``; ``wide``: f32 sums/products run in double."""
+def scan_defs(kind: str, dt: DType, wide: bool, device) -> dict:
+    """Macros of scan ``kind`` over ``dt`` on ``device``; ``wide``: f32 sums/products run
+    in double."""
     if kind == "CumMax":
         ct, comb, ident = compute_type(dt), _COMB["CumMaxF" if dt.is_float else "CumMaxI"], \
             lowest(dt)
@@ -49,10 +49,11 @@ def scan_defs(kind: str, dt: DType, wide: bool) -> dict:
         if wide and dt.is_float:
             ct = "double"
         comb, ident = _COMB[kind], "0" if kind == "Cumsum" else "1"
-    return {"XT": BUFFER[dt], "ACC": ct, "ACCV": f"{ct}8", "IDENT": f"(({ct}){ident})",
-            "LDX(i)": load(dt, "x", "(i)", ct), "LDXV(i)": load_vec(dt, "x", "(i)", ct),
+    vec = vec_defs(device, ct, {"x": dt}, dt)
+    return {"XT": BUFFER[dt], "ACC": ct, "ACCV": f"{ct}{vec['VW']}",
+            "IDENT": f"(({ct}){ident})", **vec,
+            "LDX(i)": load(dt, "x", "(i)", ct),
             "STO(i, v)": store(dt, "out", "(i)", "(v)"),
-            "STOV(i, v)": store_vec(dt, "out", "(i)", "(v)"),
             "COMB(a, v)": comb[0], "COMBV(a, v)": comb[1]}
 
 

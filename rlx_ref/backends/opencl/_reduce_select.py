@@ -2,27 +2,32 @@
 
 ArgMax (ArgMin) keeps the first strictly larger (smaller) non-NaN value, so ties give the
 lowest index, -0 and +0 tie, and a slice whose element 0 is NaN gives 0 (RLX's scan).
-``lines`` searches one line (stride ``inner``) per work-item; ``rows_cpu`` a row per work-item in 8 lanes (each the
-first best of its elements, merged lowest index first); ``rows_gpu`` splits a row over a
-work-group and merges (value, index) pairs in a tree, the lower index winning ties. TopK keeps the ``k`` best
-candidates of a row sorted (value descending, index ascending; NaN below every number)
-and inserts an element only when it ranks above the k-th; the candidates live in private
-memory for small k and in a global scratch row otherwise. Indices are stored in the
-output dtype (the input's float dtype, f32-encoded, or i64).
+``lines`` searches one line (stride ``inner``) per work-item; ``rows_cpu`` a row per
+work-item in VW lanes (each the first best of its elements, merged lowest index first);
+``rows_gpu`` splits a row over a work-group and merges (value, index) pairs in a tree, the
+lower index winning ties. TopK keeps the ``k`` best candidates of a row sorted (value
+descending, index ascending; NaN below every number) and inserts an element only when it
+ranks above the k-th; the candidates live in private memory for small k and in a global
+scratch row otherwise. Indices are stored in the output dtype (the input's float dtype,
+f32-encoded, or i64).
 """
 from __future__ import annotations
 
 from ...ir.dtype import DType
-from ._reduce_c import BUFFER, compute_type, load, load_vec, render, store
+from ._reduce_c import BUFFER, compute_type, load, render, store, vec_defs
 
 PRIVATE_K = 64           # up to this k the TopK candidates are private arrays
 
 
-def select_defs(xdt: DType, odt: DType, largest: bool = True) -> dict:
+def select_defs(xdt: DType, odt: DType, device, largest: bool = True) -> dict:
+    """Macros of ArgMax (``largest``), ArgMin or TopK reading ``xdt`` into ``odt``."""
     ct = compute_type(xdt)
-    iv = "int8" if ct == "float" else "long8"      # lane masks (and indices) of ct8
-    return {"XT": BUFFER[xdt], "OT": BUFFER[odt], "CT": ct, "CTV": f"{ct}8", "IV": iv,
-            "LDX(i)": load(xdt, "x", "(i)", ct), "LDXV(i)": load_vec(xdt, "x", "(i)", ct),
+    vec = vec_defs(device, ct, {"x": xdt}, None)
+    n = vec["VW"]
+    iv = f"int{n}" if ct == "float" else f"long{n}"     # lane masks (and indices) of ctn
+    return {"XT": BUFFER[xdt], "OT": BUFFER[odt], "CT": ct, "CTV": f"{ct}{n}", "IV": iv,
+            "LANE_IDS": "(" + ", ".join(str(j) for j in range(int(n))) + ")", **vec,
+            "LDX(i)": load(xdt, "x", "(i)", ct),
             "STO(i, v)": store(odt, "out", "(i)", "(v)"),
             "BETTER(v, b)": "((v) > (b))" if largest else "((v) < (b))",
             "ISNUM(v)": "((v) == (v))" if xdt.is_float else "1",
@@ -48,22 +53,25 @@ __kernel void KNAME(__global OT* out, __global const XT* x, const long outer, co
 """
 
 _ROWS_CPU = """
+/* a lane's best (v at index j) wins over the running one if better, or equal and earlier */
+#define TAKE(v, j) if ((j) >= 0 && (idx < 0 || BETTER(v, best) || \\
+                                    ((v) == best && (j) < idx))) { best = (v); idx = (j); }
 __kernel void KNAME(__global OT* out, __global const XT* x, const long rows, const long K) {
     long r = get_global_id(0);
     if (r >= rows) return;
     long lo = r * K, i = 0;
-    /* 8 lanes, each the first best of its own elements (index -1: none yet) */
+    /* VW lanes, each the first best of its own elements (index -1: none yet) */
     CTV bv = (CTV)0;
     IV bi = (IV)(-1);
-    for (; i + 8 <= K; i += 8) {
+    for (; i + VW <= K; i += VW) {
         CTV v = LDXV(lo + i);
         IV upd = BETTER(v, bv) | ((bi < (IV)0) & ISNUMV(v));
         bv = select(bv, v, upd);
-        bi = select(bi, (IV)(i) + (IV)(0, 1, 2, 3, 4, 5, 6, 7), upd);
+        bi = select(bi, (IV)(i) + (IV)LANE_IDS, upd);
     }
     CT best = 0;
     long idx = -1;
-LANES
+    TAKE(bv.@s, bi.@s);
     for (; i < K; i++) {         /* later than every lane's index: strictly better only */
         CT v = LDX(lo + i);
         if (ISNUM(v) && (idx < 0 || BETTER(v, best))) { best = v; idx = i; }
@@ -71,10 +79,8 @@ LANES
     CT x0 = LDX(lo);
     STO(r, idx < 0 || !ISNUM(x0) ? 0 : idx);
 }
-""".replace("LANES", "\n".join(
-    f"    if (bi.s{j} >= 0 && (idx < 0 || BETTER(bv.s{j}, best) ||"
-    f" (bv.s{j} == best && bi.s{j} < idx))) {{ best = bv.s{j}; idx = bi.s{j}; }}"
-    for j in range(8)))
+#undef TAKE
+"""
 
 _ROWS_GPU = """
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))

@@ -5,41 +5,29 @@ A slice whose max is ±inf (all -inf, or holding +inf or NaN) is NaN throughout,
 ``x - max`` makes it in the oracle. The CPU kernels keep f32/f64 exps in the output
 between the passes (the row is in cache); the GPU kernels and 16-bit outputs compute them
 again (storing them would cost a memory round trip, or round them twice). Kernels:
-``rows_cpu`` (a row per work-item, 8-wide vectors), ``rows_gpu`` (a row per work-group,
-trees in local memory), ``cols`` (a column of a middle-axis softmax per work-item) and
-``cols_cpu`` (blocks of 32 columns in vectors).
+``rows_cpu`` (a row per work-item, ``VW``-wide vectors), ``rows_gpu`` (a row per
+work-group, trees in local memory), ``cols`` (a column of a middle-axis softmax per
+work-item) and ``cols_cpu`` (blocks of 4·VW columns in vectors).
 """
 from __future__ import annotations
 
 from ...ir.dtype import DType
-from ._reduce_c import (
-    BUFFER,
-    VEC,
-    compute_type,
-    lanes,
-    load,
-    load_vec,
-    render,
-    store,
-    store_vec,
-    unroll,
-)
+from ._reduce_c import BUFFER, compute_type, load, load_vec, render, store, unroll, vec_defs
 
 
-def softmax_defs(dt: DType) -> dict:
+def softmax_defs(dt: DType, device) -> dict:
+    """Macros of Softmax over ``dt`` on ``device``."""
     ct = compute_type(dt)
     keep = dt in (DType.F32, DType.F64)
+    vec = vec_defs(device, ct, {"x": dt}, dt)
+    n = int(vec["VW"])
     return {
-        "XT": BUFFER[dt], "CT": ct, "CTV": f"{ct}8", "KEEP_EXP": "1" if keep else "0",
-        "LDX(i)": load(dt, "x", "(i)", ct), "LDXV(i)": load_vec(dt, "x", "(i)", ct),
-        "LDO(i)": load(dt, "out", "(i)", ct), "LDOV(i)": load_vec(dt, "out", "(i)", ct),
+        "XT": BUFFER[dt], "CT": ct, "CTV": f"{ct}{n}", **vec,
+        "LDOV(i)": load_vec(dt, "out", "(i)", ct, n),
+        "KEEP_EXP": "1" if keep else "0",
+        "LDX(i)": load(dt, "x", "(i)", ct), "LDO(i)": load(dt, "out", "(i)", ct),
         "STO(i, v)": store(dt, "out", "(i)", "(v)"),
-        "STOV(i, v)": store_vec(dt, "out", "(i)", "(v)"),
     }
-
-
-_MAX_LANES = "\n".join(lanes("m0", lambda c: f"    m = fmax(m, {c});"))
-_SUM_LANES = "\n".join(lanes("s0", lambda c: f"    s += {c};"))
 
 _ROWS_CPU = """
 __kernel void KNAME(__global XT* out, __global const XT* x, const long rows, const long K) {
@@ -48,13 +36,13 @@ __kernel void KNAME(__global XT* out, __global const XT* x, const long rows, con
     long lo = r * K, i = 0;
     CT m = -INFINITY;
     CTV m0 = (CTV)(-INFINITY), m1 = m0;
-    for (; i + 16 <= K; i += 16) {
-        CTV w0 = LDXV(lo + i), w1 = LDXV(lo + i + 8);
+    for (; i + 2 * VW <= K; i += 2 * VW) {
+        CTV w0 = LDXV(lo + i), w1 = LDXV(lo + i + VW);
         m0 = fmax(m0, select(w0, (CTV)INFINITY, isnan(w0)));
         m1 = fmax(m1, select(w1, (CTV)INFINITY, isnan(w1)));
     }
     m0 = fmax(m0, m1);
-MAXLANES
+    m = fmax(m, m0.@s);
     for (; i < K; i++) { CT v = LDX(lo + i); m = fmax(m, v != v ? (CT)INFINITY : v); }
     if (isinf(m)) {
         for (i = 0; i < K; i++) STO(lo + i, NAN);
@@ -63,17 +51,17 @@ MAXLANES
     CT s = 0;
     i = 0;
     CTV s0 = (CTV)0, s1 = s0;
-    for (; i + 16 <= K; i += 16) {
-        CTV e0 = exp(LDXV(lo + i) - m), e1 = exp(LDXV(lo + i + 8) - m);
+    for (; i + 2 * VW <= K; i += 2 * VW) {
+        CTV e0 = exp(LDXV(lo + i) - m), e1 = exp(LDXV(lo + i + VW) - m);
 #if KEEP_EXP
         STOV(lo + i, e0);
-        STOV(lo + i + 8, e1);
+        STOV(lo + i + VW, e1);
 #endif
         s0 += e0;
         s1 += e1;
     }
     s0 += s1;
-SUMLANES
+    s += s0.@s;
     for (; i < K; i++) {
         CT e = exp(LDX(lo + i) - m);
 #if KEEP_EXP
@@ -82,7 +70,7 @@ SUMLANES
         s += e;
     }
     CT inv = (CT)1 / s;
-    for (i = 0; i + 8 <= K; i += 8) {
+    for (i = 0; i + VW <= K; i += VW) {
 #if KEEP_EXP
         STOV(lo + i, LDOV(lo + i) * inv);
 #else
@@ -97,7 +85,7 @@ SUMLANES
 #endif
     }
 }
-""".replace("MAXLANES", _MAX_LANES).replace("SUMLANES", _SUM_LANES)
+"""
 
 _ROWS_GPU = """
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
@@ -226,19 +214,20 @@ __kernel void KNAME(__global XT* out, __global const XT* x, const long outer, co
 
 _TEMPLATES = {"rows_cpu": _ROWS_CPU, "rows_gpu": _ROWS_GPU, "cols": _COLS,
               "cols_cpu": _COLS_CPU}
-COL_VECTORS = 4          # 32 columns per block: m, s and the exps fit the registers
+COL_VECTORS = 4          # 4·VW columns per block: m, s and the exps fit the registers
 
 
-def source(kernel: str, dt: DType, wg: int = 0) -> tuple[str, str]:
-    """(name, source) of the Softmax kernel ``kernel`` for dtype ``dt``."""
-    defs = softmax_defs(dt)
+def source(kernel: str, dt: DType, device, wg: int = 0) -> tuple[str, str]:
+    """(name, source) of the Softmax kernel ``kernel`` for dtype ``dt`` on ``device``."""
+    defs = softmax_defs(dt, device)
     text = _TEMPLATES[kernel]
     if kernel in ("rows_gpu", "cols"):  # GPUs: reading x again beats a store and a load
         defs["KEEP_EXP"] = "0"
     if kernel == "rows_gpu":
         defs["WG"] = str(wg)
     if kernel.startswith("cols"):       # the column helper is named after its kernel
-        defs["CB"] = str(VEC * COL_VECTORS)
-        text = _COLUMN + unroll(text, COL_VECTORS)
+        vw = int(defs["VW"])
+        defs["CB"] = str(vw * COL_VECTORS)
+        text = _COLUMN + unroll(text, COL_VECTORS, vw)
     name, src = render(f"softmax_{kernel}", defs, text)
     return name, src.replace("COLUMN", f"{name}_column")

@@ -20,11 +20,13 @@ class OpenCLBackend(TableBackend):
         self._why = ""
 
     def _device(self):
+        from .devices import DeviceError, context_for
+
         if self._dev is None and not self._why:
             try:
-                from .devices import context_for
-
                 self._dev = context_for(self.spec)
+            except DeviceError as e:      # says what and why already
+                self._why = str(e)
             except ImportError as e:
                 self._why = f"pyopencl is not installed ({e}); pip install 'pyopencl[pocl]'"
             except Exception as e:  # noqa: BLE001 - no platform, bad spec, driver error: say which

@@ -15,7 +15,6 @@ from . import _reduce_c as rc
 from . import _reduce_norm
 from ._reduce_c import (
     FLOATS,
-    VEC,
     cpu_local,
     item_local,
     kernel,
@@ -40,7 +39,7 @@ def _eps(defs: dict, eps: float):
 
 def _blocks(node, ins, ctx, rows: int, groups: int, cg: int, s: int, rms: bool) -> Step:
     """Normalize ``rows`` contiguous blocks of ``cg·s`` elements."""
-    defs = _reduce_norm.norm_defs([t.dtype for t in ins], rms)
+    defs = _reduce_norm.norm_defs([t.dtype for t in ins], ctx.device, rms)
     dev, q = ctx.device, ctx.queue
     gpu = rc.gpu_style(dev)
     wg = wg_size(dev)
@@ -55,12 +54,12 @@ def _blocks(node, ins, ctx, rows: int, groups: int, cg: int, s: int, rms: bool) 
 
 def _lines(node, ins, ctx, outer: int, c: int, inner: int, rms: bool) -> Step:
     """Normalize the ``c`` elements of each line of ``[outer, c, inner]``."""
-    defs = _reduce_norm.norm_defs([t.dtype for t in ins], rms)
+    defs = _reduce_norm.norm_defs([t.dtype for t in ins], ctx.device, rms)
     dev, q = ctx.device, ctx.queue
     gpu = rc.gpu_style(dev)
     blocks = not gpu
     ref = kernel(ctx, _reduce_norm.source("cols_cpu" if blocks else "cols", defs))
-    cb = VEC * _reduce_norm.COL_VECTORS if blocks else 1
+    cb = int(defs["VW"]) * _reduce_norm.COL_VECTORS if blocks else 1
     lines = outer * -(-inner // cb) if c else 0
     local = item_local(dev, lines)
     eps = _eps(defs, node.attrs.eps)
@@ -109,7 +108,7 @@ def lower_batch_norm(node, ins, ctx) -> Step:
     dims = ins[0].dims
     c = int(dims[-1])
     _check_vectors(node, ins, c, ("gamma", "beta", "running_mean", "running_var"))
-    defs = _reduce_norm.norm_defs([t.dtype for t in ins])
+    defs = _reduce_norm.norm_defs([t.dtype for t in ins], ctx.device)
     ref = kernel(ctx, _reduce_norm.source("batchnorm", defs))
     n = math.prod(dims)
     local = min(256, wg_size(ctx.device))

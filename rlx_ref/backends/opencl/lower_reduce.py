@@ -19,8 +19,7 @@ from . import _reduce_fold, _reduce_scan, _reduce_select, _reduce_softmax, memor
 from ._reduce_c import (
     FLOATS,
     INTS,
-    VEC,
-    block_vectors,
+    column_block,
     cpu_local,
     item_local,
     kernel,
@@ -81,7 +80,7 @@ def _bind_cols(ctx, defs: dict, outer: int, k: int, inner: int):
     dev, q = ctx.device, ctx.queue
     gpu = rc.gpu_style(dev)
     ref = kernel(ctx, _reduce_fold.source("cols_gpu" if gpu else "cols_cpu", defs))
-    cb = 1 if gpu else VEC * block_vectors(defs["ACC"])
+    cb = 1 if gpu else column_block(defs)
     items = outer * -(-inner // cb)
     local = item_local(dev, items)
 
@@ -111,7 +110,7 @@ def _bind_strided(ctx, defs: dict, runs: list, nout: int):
 @lowers("Reduce", FLOATS + INTS)
 def lower_reduce(node, ins, ctx) -> Step:
     a, x = node.attrs, ins[0]
-    defs = _reduce_fold.fold_defs(a.op, x.dtype, node.shape.dtype)
+    defs = _reduce_fold.fold_defs(a.op, x.dtype, node.shape.dtype, ctx.device)
     nout = math.prod(node.shape.dims)
     if math.prod(x.dims) == 0:              # empty input: every output is the identity
         layout, runs = (nout, 0, 1), []
@@ -134,14 +133,15 @@ def lower_softmax(node, ins, ctx) -> Step:
     gpu = rc.gpu_style(dev)
     if inner > 1:
         blocks = not gpu
-        ref = kernel(ctx, _reduce_softmax.source("cols_cpu" if blocks else "cols", dt))
-        cb = VEC * _reduce_softmax.COL_VECTORS if blocks else 1
+        ref = kernel(ctx, _reduce_softmax.source("cols_cpu" if blocks else "cols", dt, dev))
+        vw = rc.vec_width(dev, rc.compute_type(dt))
+        cb = vw * _reduce_softmax.COL_VECTORS if blocks else 1
         items = outer * -(-inner // cb)
         local = item_local(dev, items)
         return Step(lambda out, x: launcher(ref, q, items, local, [
             out.buf, x.buf, scalar(outer), scalar(k), scalar(inner)]))
     wg = wg_size(dev)
-    ref = kernel(ctx, _reduce_softmax.source("rows_gpu" if gpu else "rows_cpu", dt, wg))
+    ref = kernel(ctx, _reduce_softmax.source("rows_gpu" if gpu else "rows_cpu", dt, dev, wg))
     items, local = (outer * wg, wg) if gpu else (outer, cpu_local(dev, outer))
     return Step(lambda out, x: launcher(ref, q, items, local, [
         out.buf, x.buf, scalar(outer), scalar(k)]))
@@ -155,7 +155,7 @@ def lower_scan(node, ins, ctx) -> Step:
     outer, k, inner = split3(dims, ax, ax + 1)
     dev, q = ctx.device, ctx.queue
     gpu = rc.gpu_style(dev)
-    defs = _reduce_scan.scan_defs(node.kind, dt, wide=dev.fp64 and not gpu)
+    defs = _reduce_scan.scan_defs(node.kind, dt, dev.fp64 and not gpu, dev)
     excl = scalar(int(bool(node.attrs.exclusive)), "int")
     if gpu and inner == 1 and node.kind != "CumProd":      # products stay in order
         wg = wg_size(dev)
@@ -166,7 +166,7 @@ def lower_scan(node, ins, ctx) -> Step:
     if nchunk == 1:
         blocks = not gpu and inner > 1
         ref = kernel(ctx, _reduce_scan.source("cols_cpu" if blocks else "lines", defs))
-        cb = VEC * block_vectors(defs["ACC"]) if blocks else 1
+        cb = column_block(defs) if blocks else 1
         lines = outer * -(-inner // cb)
         local = item_local(dev, lines)
         return Step(lambda out, x: launcher(ref, q, lines, local, [
@@ -200,7 +200,8 @@ def lower_arg(node, ins, ctx) -> Step:
     if k == 0 and outer * inner > 0:
         raise ValueError(f"{node.kind} over an empty axis ({ax} of shape {list(dims)}) has "
                          f"no answer (at %{node.id})")
-    defs = _reduce_select.select_defs(ins[0].dtype, node.shape.dtype, node.kind == "ArgMax")
+    defs = _reduce_select.select_defs(ins[0].dtype, node.shape.dtype, ctx.device,
+                                      node.kind == "ArgMax")
     dev, q = ctx.device, ctx.queue
     gpu = rc.gpu_style(dev)
     if gpu and inner == 1:
@@ -230,7 +231,7 @@ def lower_topk(node, ins, ctx) -> Step:
     rows = math.prod(dims[:-1])
     if k > n:
         raise ValueError(f"TopK k={k} exceeds the last axis size {n} (at %{node.id})")
-    defs = _reduce_select.select_defs(ins[0].dtype, node.shape.dtype)
+    defs = _reduce_select.select_defs(ins[0].dtype, node.shape.dtype, ctx.device)
     ref = kernel(ctx, _reduce_select.source("topk", defs, k=max(k, 1)))
     scratch = k > _reduce_select.PRIVATE_K
     ct_np = _reduce_fold.ACC_NP[defs["CT"]]
