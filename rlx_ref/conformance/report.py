@@ -15,13 +15,14 @@ from pathlib import Path
 
 from ..ops.opdef import Caps
 from . import _report_html as _pages
-from .model import ERROR, MISMATCH, MISSING, OK, PASSING, STATUSES, UNSUPPORTED, XFAIL, XPASS
+from .model import CRASH, ERROR, MISMATCH, MISSING, OK, PASSING, STATUSES, TIMEOUT, UNSUPPORTED
+from .model import XFAIL, XPASS
 from .model import CaseResult
 
 FORMAT = "rlx-ref-conformance/1"
 # How bad a status is when two machines disagree about one case: the worse one is kept.
 _RANK = {s: i for i, s in enumerate((OK, UNSUPPORTED, XFAIL, XPASS, MISSING,
-                                     MISMATCH, ERROR))}
+                                     MISMATCH, ERROR, TIMEOUT, CRASH))}
 _PATH_RANK = {"native": 0, "rewritten": 1, "decomposed": 2, "host": 3}
 
 
