@@ -6,6 +6,8 @@ class. It runs the oracle with planted defects:
   tiny outputs come back all zero, the MISSING status);
 - swapped broadcast: Binary aligns operand dims from the left instead of the right;
 - a crashing kernel: Cumsum raises;
+- a wrapping gather: Gather reads a negative index from the end instead of raising (its
+  value cases pass; only the error cases catch it);
 - undeclared ops: Attention is not claimed at all, Softmax not for f16.
 
 Two more defects kill or hang the process running the backend, so they are planted only in
@@ -44,6 +46,11 @@ class BrokenInterpreter(Interpreter):
             threading.Event().wait()                # never set: the kernel never returns
         if kind == "Cumsum":
             raise RuntimeError("kernel launch failed (planted defect)")
+        if kind == "Gather":
+            table, idx = args
+            with np.errstate(invalid="ignore"):       # NaN/inf become garbage: unchecked
+                i = np.asarray(idx).astype(np.int64) % max(table.shape[ctx.attrs.axis], 1)
+            return self._conform(node, ctx, np.take(table, i, axis=ctx.attrs.axis))
         if kind == "Reduce" and ctx.attrs.op in ("Sum", "Mean") and args[0].size:
             axis = min(ctx.attrs.axes) if ctx.attrs.axes else None
             x = args[0]

@@ -25,6 +25,11 @@ LEGEND = ("Legend: ✅ = claimed and every case that ran agrees with the oracle.
           "**ᴰ** = decomposed into other ops. **ᴴ** = host fallback. "
           "— = claimed but not run. Blank = not claimed. "
           "unsupported = claimed, but the ledger declares every case unsupported.")
+ERRORS_NOTE = ("Inputs on which the oracle raises: out-of-range, negative, NaN and inf indices "
+               "for every gather/scatter kind, integer division and modulo by zero. A case "
+               "passes when the backend raises an error naming the same problem (the rule is "
+               "in `rlx_ref/conformance/errors.py`); returning values is MISMATCH. Cells: error "
+               "cases passed / error cases that ran.")
 PAGE_FAILURES = 5         # failure rows per op and backend on the pages (JSON: all)
 RATE_NOTE = ("Cells: cases that passed / cases that ran (declared-unsupported cases did not "
              "run; expected failures count as not passed).")
@@ -100,6 +105,10 @@ def _blocks(rep: dict) -> list:
                              ("Pass rate by edge tag", "tags", "Tag")):
         out += [("h", 2, title), ("p", RATE_NOTE),
                 _cells_table([what], rep[key], cols, [[f"`{r['name']}`"] for r in rep[key]])]
+    out += [("h", 2, "Error cases"), ("p", ERRORS_NOTE)]
+    out.append(_cells_table(["Op"], rep["errors"], cols,
+                            [[f"`{r['name']}`"] for r in rep["errors"]])
+               if rep.get("errors") else ("p", "No error cases in these results."))
     out.append(("h", 2, "Multi-op cases"))
     out.append(_cells_table(["Case", "Dtypes"], rep["multi"], cols,
                             [[f"`{m['name']}`", ", ".join(m["dtypes"])] for m in rep["multi"]])

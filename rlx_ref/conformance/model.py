@@ -37,6 +37,7 @@ class Case:
     seed: int = 0
     source: str = ""          # e.g. "samples[3]", "tiling", "specials", "multi"
     accuracy: Any = None      # rlx_ref.conformance.accuracy contract (None = op default)
+    expect_error: tuple = ()  # error case: phrases the raised error must mention (errors.py)
 
     @property
     def kinds(self) -> list[str]:

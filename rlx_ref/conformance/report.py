@@ -17,6 +17,7 @@ from ..ops.opdef import Caps
 from . import _report_html as _pages
 from .model import CRASH, ERROR, MISMATCH, MISSING, OK, PASSING, STATUSES, TIMEOUT, UNSUPPORTED
 from .model import XFAIL, XPASS
+from .errors import TAG as ERROR_TAG
 from .model import CaseResult
 
 FORMAT = "rlx-ref-conformance/1"
@@ -313,6 +314,7 @@ def render_json(merged: Merged, registry=None) -> dict:
         "categories": cats,
         "dtypes": rates(lambda r: [r.dtype], _dtype_order),
         "tags": rates(lambda r: sorted(set(r.tags))),
+        "errors": rates(lambda r: [r.op] if ERROR_TAG in r.tags else []),
         "multi": multi,
         "failures": failures,
         "not_run": sorted(kinds - ops_seen),

@@ -44,6 +44,7 @@ def write_repro(root, backend_spec: str, case, result) -> str:
     meta = {"backend": backend_spec, "case_id": case.id, "op": case.op, "dtype": case.dtype,
             "tags": list(case.tags), "noncontiguous": list(case.noncontiguous),
             "seed": case.seed, "source": case.source,
+            "expect_error": list(case.expect_error),
             "seen": {"status": result.status, "message": result.message}}
     (d / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     first = (result.message or "").splitlines()[0] if result.message else ""
@@ -68,7 +69,8 @@ def load_case(folder):
             params = {k: z[k] for k in z.files}
     case = Case(meta["case_id"], meta["op"], meta["dtype"], tuple(meta["tags"]),
                 parse((d / "graph.rlx").read_text()), inputs, params,
-                tuple(meta["noncontiguous"]), meta.get("seed", 0), meta.get("source", ""))
+                tuple(meta["noncontiguous"]), meta.get("seed", 0), meta.get("source", ""),
+                expect_error=tuple(meta.get("expect_error", ())))
     return case, meta
 
 

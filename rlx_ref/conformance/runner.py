@@ -35,6 +35,29 @@ def oracle_outputs(case) -> tuple[list, list]:
     return o64, oc
 
 
+def _oracle_raises(case) -> tuple:
+    """An error case's oracle run: (its error message, None); OracleError if it does not
+    raise as the case expects (then the case is wrong, not the backend)."""
+    from .errors import describe, error_matches
+
+    try:
+        Interpreter(case.graph).run(case.inputs, case.params)
+    except Exception as e:  # noqa: BLE001 - the expected outcome
+        if error_matches(e, case.expect_error):
+            return str(e).splitlines()[0], None
+        raise OracleError(f"error case {case.id}: the oracle raised {type(e).__name__}: {e}, "
+                          f"which does not mention {describe(case.expect_error)}") from e
+    raise OracleError(f"error case {case.id}: the oracle ran without the expected error "
+                      f"({describe(case.expect_error)})")
+
+
+def _no_error(case, oracle_message: str) -> str:
+    from .errors import describe
+
+    return (f"no error raised: the backend returned values where the oracle raises an error "
+            f"mentioning {describe(case.expect_error)} ({oracle_message})")
+
+
 def _judge(case, outs, o64, oc, overrides):
     """Compare backend outputs with the oracle under the case's accuracy contract."""
     from .accuracy import case_accuracy
@@ -68,22 +91,33 @@ def run_case(backend, case, ledger, *, repro_dir=None, spec=None, oracle=None) -
     unsup = ledger.find("unsupported", backend.name, case)
     xfail = ledger.find("xfail", backend.name, case)
     try:
-        o64, oc = oracle or oracle_outputs(case)
+        o64, oc = oracle or (_oracle_raises(case) if case.expect_error else
+                             oracle_outputs(case))
     except OracleError as e:
         res.status, res.message = ERROR, str(e)
         res.seconds = time.perf_counter() - t0
         return res
     try:
         outs = _run_backend(backend, case)
-        v = _judge(case, outs, o64, oc, ledger.overrides(backend.name, case))
-        res.status, res.message = v.status, v.message
-        res.max_abs, res.max_rel, res.max_ulp = v.max_abs, v.max_rel, v.max_ulp
-        res.worst_index, res.budget_ratio = v.worst_index, v.budget_ratio
+        if case.expect_error:
+            res.status, res.message = MISMATCH, _no_error(case, o64)
+        else:
+            v = _judge(case, outs, o64, oc, ledger.overrides(backend.name, case))
+            res.status, res.message = v.status, v.message
+            res.max_abs, res.max_rel, res.max_ulp = v.max_abs, v.max_rel, v.max_ulp
+            res.worst_index, res.budget_ratio = v.worst_index, v.budget_ratio
     except Exception as e:  # noqa: BLE001 - any backend failure is the case's error
         from ..backends.base import UnsupportedOp
+        from .errors import describe, error_matches
 
         res.status = UNSUPPORTED if isinstance(e, UnsupportedOp) and unsup else ERROR
         res.message = f"{type(e).__name__}: {e}"
+        if case.expect_error and not isinstance(e, UnsupportedOp):
+            if error_matches(e, case.expect_error):
+                res.status, res.message = OK, f"raised as expected: {res.message}"
+            else:
+                res.message = (f"raised an error that does not mention "
+                               f"{describe(case.expect_error)}: {res.message}")
     _apply_ledger(res, unsup, xfail)
     _write_repro(res, case, repro_dir, spec or backend.name)
     res.seconds = time.perf_counter() - t0
