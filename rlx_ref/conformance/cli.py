@@ -53,7 +53,19 @@ def run(args) -> int:
     from .runner import failing, results_document, run_backend, shard_cases, summarize
     from .runner import write_results
 
+    if args.jobs < 1:
+        print(f"--jobs must be at least 1, got {args.jobs}", file=sys.stderr)
+        return 2
+    if args.case_timeout is not None and not args.case_timeout > 0:
+        print(f"--case-timeout must be a positive number of seconds, got {args.case_timeout}",
+              file=sys.stderr)
+        return 2
     t0 = time.perf_counter()
+    backends = [] if args.list else _backends(args.backend)
+    if backends and not args.in_process:
+        from .workers import start_server
+
+        start_server(sorted({type(b).__module__ for _, b in backends}))
     cases = build_cases(seed=args.seed)
     dtypes = args.dtype.split(",") if args.dtype else None
     cases = shard_cases(filter_cases(cases, args.op, dtypes, args.case), args.shard)
@@ -64,15 +76,7 @@ def run(args) -> int:
         for c in cases:
             print(f"{c.id}  {c.op:<24} {c.dtype:<5} {','.join(c.tags)}")
         return 0
-    if args.jobs < 1:
-        print(f"--jobs must be at least 1, got {args.jobs}", file=sys.stderr)
-        return 2
-    if args.case_timeout is not None and not args.case_timeout > 0:
-        print(f"--case-timeout must be a positive number of seconds, got {args.case_timeout}",
-              file=sys.stderr)
-        return 2
     ledger = load_ledger(args.ledger)
-    backends = _backends(args.backend)
     results = []
     for spec, b in backends:
         results += run_backend(b, cases, ledger, jobs=args.jobs, repro_dir=args.repro_dir,

@@ -37,6 +37,17 @@ def _context():
     return mp.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
+def start_server(modules=()) -> None:
+    """Start the forkserver now, preloading the runner and ``modules`` (backend modules), so
+    its start overlaps the caller's other work (building the cases)."""
+    ctx = _context()
+    if ctx.get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        ctx.set_forkserver_preload(["rlx_ref.conformance.runner", *modules])
+        forkserver.ensure_running()
+
+
 def _make_backend(spec: str, backend):
     """The worker's backend: rebuilt by name, or the pickled object when it has none."""
     if backend is not None:
