@@ -125,3 +125,15 @@ def test_pytest_plugin_turns_crash_and_timeout_into_failures(tmp_path):
     assert run.stdout.count("crash: worker process killed by SIGABRT") == 4
     assert run.stdout.count(": timeout: no result within") == 4
     assert f"repro: python {tmp_path}/broken-faults/" in run.stdout
+
+
+def test_run_one_serves_threads_in_turn_and_survives_a_crash(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    cases = _mixed()
+    with WorkerPool(FAULTY, "broken-faults", Ledger([]), repro_dir=tmp_path,
+                    case_timeout=1.5) as pool:
+        with ThreadPoolExecutor(3) as ex:
+            got = list(ex.map(pool.run_one, cases))
+    assert [r.case_id for r in got] == [c.id for c in cases]
+    assert [r.status for r in got] == ["ok", "crash", "ok", "timeout", "ok", "crash", "ok"]

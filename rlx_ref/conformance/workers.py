@@ -15,6 +15,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import pickle
 import signal
+import threading
 import time
 from collections import deque
 from multiprocessing.connection import wait
@@ -206,6 +207,7 @@ class WorkerPool:
         self.replaced = 0            # workers started to replace a dead or stuck one
         self._dead_starts = 0
         self._fatal = ""
+        self._lock = threading.Lock()
         self._secs = self._answers = 0.0     # for the queue depth: cases per ~50 ms
 
     def _start(self) -> Worker:
@@ -217,15 +219,16 @@ class WorkerPool:
         w.kill() if kill else w.close()
         self.workers.remove(w)
 
-    def close(self) -> None:
+    def close(self, kill: bool = False) -> None:
+        """Stop every worker (``kill``: at once, e.g. when the run was interrupted)."""
         for w in list(self.workers):
-            self._retire(w, kill=False)
+            self._retire(w, kill=kill or bool(w.queue))
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, exc_type, *exc):
+        self.close(kill=exc_type is not None)
 
     def _depth(self) -> int:
         """Cases a worker may hold: enough to hide the pipe's latency behind fast cases,
@@ -249,8 +252,10 @@ class WorkerPool:
         return finish_lost_case(res, case, self.ledger, self.repro_dir, self.spec).to_json()
 
     def run_one(self, case) -> CaseResult:
-        """Run one case in a worker (kept for the next call) and return its result."""
-        ((_, res),) = list(self.run([case]))
+        """Run one case in a worker (kept for the next call) and return its result; callers
+        on several threads take turns (a pool's pipes serve one run at a time)."""
+        with self._lock:
+            ((_, res),) = list(self.run([case]))
         return CaseResult.from_json(res)
 
     def _busy(self) -> list:
