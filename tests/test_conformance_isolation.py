@@ -108,6 +108,14 @@ def test_cli_finishes_and_reports_crash_and_timeout(tmp_path, jobs):
     assert st == {"Tile": {"crash"}, "Expand": {"timeout"}, "Transpose": {"ok"}}
     assert "crash 4" in run.stdout and "timeout 4" in run.stdout
     assert "killed by SIGABRT" in run.stdout and "repro:" in run.stdout
+    from rlx_ref.conformance import report
+
+    rep = report.render_json(report.load_results([out]))
+    ops = {op["kind"]: op["cells"]["broken-faults"]["text"]
+           for cat in rep["categories"] for op in cat["ops"]}
+    assert ops["Tile"] == "⚠️ 0/4 (4 crash)" and ops["Expand"] == "⚠️ 0/4 (4 timeout)"
+    assert {f["status"] for f in rep["failures"]} == {"crash", "timeout"}
+    assert rep["glance"][0]["failing"] == 8
 
 
 def test_cli_refuses_a_bad_case_timeout():
