@@ -137,6 +137,7 @@ class Worker:
         self.proc.start()
         child.close()
         self.queue: deque = deque()     # (case index, pickled size), in the order sent
+        self.queued = 0                 # pickled bytes of the queue's cases
         self.deadline = 0.0             # for the head of the queue
         self.answered = 0
         self.ready = False              # the backend was built: a later death is the case's
@@ -154,12 +155,12 @@ class Worker:
         """
         if not self.queue:
             return self.ready or size <= PIPE_BYTES
-        queued = sum(n for _, n in self.queue)
-        return len(self.queue) < depth and queued + size <= PIPE_BYTES
+        return len(self.queue) < depth and self.queued + size <= PIPE_BYTES
 
     def send(self, idx: int, blob: bytes, timeout: float) -> None:
         self.conn.send_bytes(blob)
         self.queue.append((idx, len(blob)))
+        self.queued += len(blob)
         if len(self.queue) == 1:
             self.restart_clock(timeout)
 
@@ -285,14 +286,13 @@ class WorkerPool:
     def _feed(self, cases: list, todo: list, blobs: dict) -> None:
         """Send cases to workers (starting them up to ``jobs``) while any may take one."""
         depth = self._depth()
+        for w in [w for w in self.workers if not w.queue and not w.proc.is_alive()]:
+            self._retire(w, kill=True)              # died idle, after its last answer
         while todo:
             i = todo[-1]
             if i not in blobs:
                 blobs[i] = pickle.dumps((i, cases[i]), protocol=pickle.HIGHEST_PROTOCOL)
-            live = [w for w in self.workers if w.proc.is_alive() or w.queue]
-            for w in set(self.workers) - set(live):      # died idle, after its last answer
-                self._retire(w, kill=True)
-            open_ = [w for w in live if w.can_take(len(blobs[i]), depth)]
+            open_ = [w for w in self.workers if w.can_take(len(blobs[i]), depth)]
             if not open_ and len(self.workers) < self.jobs:
                 open_ = [self._start()]
             if not open_:
@@ -324,7 +324,7 @@ class WorkerPool:
                     self._dead_starts = 0
                     w.restart_clock(self.timeout)
                 elif msg[0] == "result":
-                    w.queue.popleft()
+                    w.queued -= w.queue.popleft()[1]
                     w.answered += 1
                     self._answers += 1
                     self._secs += msg[2].get("seconds") or 0.0
