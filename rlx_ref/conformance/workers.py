@@ -1,14 +1,17 @@
 """Isolated case workers: each case runs in a long-lived child process that may die.
 
 A backend's native compiler can abort (SIGABRT, SIGSEGV) or hang; neither may take the run
-down with it. The parent hands a worker one case at a time over a pipe and waits with a
-deadline; a worker that dies (a signal or an exit) or overruns its deadline is killed and
-replaced, and the case it held becomes a ``crash`` or ``timeout`` result with a repro.
+down with it. The parent sends each worker cases over a pipe (a few queued ahead when cases
+are fast, so the pipe's latency stays hidden), the worker answers them in order, and the
+parent waits with a deadline on the oldest unanswered one. A worker that dies (a signal or
+an exit) or overruns that deadline is killed and replaced: the case it was running becomes
+a ``crash`` or ``timeout`` result with a repro, the cases queued behind it are sent again.
 
 Workers come from a forkserver (spawn where there is none): the server imports the runner
-and the backend's module once, so a replacement starts in milliseconds and never inherits
-a driver's threads from the parent. Workers live until the run ends; only a dead or stuck
-one is replaced, so the cost over an in-process run is one start per worker.
+and the backend's module once, so a replacement starts quickly and never inherits a
+driver's threads from the parent. Workers live until the run ends; only a dead or stuck
+one is replaced, so the cost over an in-process run is one start per worker and the
+pickling of each case and result.
 """
 from __future__ import annotations
 
@@ -79,7 +82,7 @@ def _serve(conn, spec: str, backend, ledger, repro_dir) -> None:
         try:
             res = run_case(backend, case, ledger, repro_dir=repro_dir, spec=spec).to_json()
         except Exception as e:  # noqa: BLE001 - the runner itself failed on this case
-            res = _result(case, backend.name, "error", f"{type(e).__name__}: {e}",
+            res = _result(case, backend.name, ERROR, f"{type(e).__name__}: {e}",
                           bool(getattr(backend, "emulated", False))).to_json()
         conn.send(("result", idx, res))
 
@@ -115,7 +118,7 @@ def backend_for_workers(backend, spec: str):
     from ..backends.registry import get_backend
 
     try:
-        if get_backend(spec).name == backend.name:
+        if type(get_backend(spec)) is type(backend):
             return None
     except BackendUnavailable:
         pass
