@@ -145,3 +145,17 @@ def test_run_one_serves_threads_in_turn_and_survives_a_crash(tmp_path):
             got = list(ex.map(pool.run_one, cases))
     assert [r.case_id for r in got] == [c.id for c in cases]
     assert [r.status for r in got] == ["ok", "crash", "ok", "timeout", "ok", "crash", "ok"]
+
+
+class Unnamed(type(FAULTY)):
+    """A backend no name rebuilds: workers get the pickled object."""
+
+    name = "unnamed-faults"
+
+
+def test_a_backend_without_a_name_is_sent_pickled(tmp_path):
+    cases = [c for c in CASES if c.op in ("Tile", "Transpose")][:6]
+    out = run_backend(Unnamed(), cases, Ledger([]), spec="unnamed-faults", progress=False,
+                      repro_dir=tmp_path)
+    assert {r["backend"] for r in out} == {"unnamed-faults"}
+    assert [r["status"] for r in out] == ["crash" if c.op == "Tile" else "ok" for c in cases]
