@@ -141,7 +141,7 @@ class Worker:
         child.close()
         self.queue: deque = deque()     # (case index, pickled size), in the order sent
         self.queued = 0                 # pickled bytes of the queue's cases
-        self.deadline = 0.0             # for the head of the queue
+        self.deadline = self.started = 0.0      # of the head of the queue
         self.answered = 0
         self.ready = False              # the backend was built: a later death is the case's
 
@@ -170,8 +170,9 @@ class Worker:
     def restart_clock(self, timeout: float) -> None:
         """The head case's deadline: a first case gets twice ``timeout`` (it pays for
         warm-up compiles), and a worker still starting gets ``timeout`` more."""
-        self.deadline = time.monotonic() + timeout * (1 if self.answered else
-                                                      2 if self.ready else 3)
+        self.started = time.monotonic()
+        self.deadline = self.started + timeout * (1 if self.answered else
+                                                  2 if self.ready else 3)
 
     def kill(self) -> None:
         if self.proc.is_alive():
@@ -253,6 +254,7 @@ class WorkerPool:
             why += (f"; {MAX_DEAD_STARTS} workers in a row died before the backend was "
                     "built, so the remaining cases are not run")
         res = _result(case, self.name, status, why, self.emulated)
+        res.seconds = time.monotonic() - w.started
         return finish_lost_case(res, case, self.ledger, self.repro_dir, self.spec).to_json()
 
     def run_one(self, case) -> CaseResult:
