@@ -9,6 +9,7 @@ from .base import Backend, BackendUnavailable
 BUILTIN = {
     "reference": "rlx_ref.backends.reference:ReferenceBackend",
     "broken": "rlx_ref.backends.broken:BrokenBackend",
+    "broken-faults": "rlx_ref.backends.broken:FaultyBrokenBackend",
     "numba-cpu": "rlx_ref.backends.numba_cpu:NumbaCpuBackend",
     "opencl": "rlx_ref.backends.opencl:OpenCLBackend",
     "cuda": "rlx_ref.backends.numba_cuda:NumbaCudaBackend",

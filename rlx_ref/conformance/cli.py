@@ -18,6 +18,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--case", help="only this case id")
     p.add_argument("--shard", help="run shard i/n of the cases (1-based i)")
     p.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
+    p.add_argument("--case-timeout", type=float, default=None, metavar="SECONDS",
+                   help="kill a worker whose case runs longer and record `timeout` "
+                   "(default 300; a worker's first case gets twice this for its start)")
+    p.add_argument("--in-process", action="store_true",
+                   help="run cases in this process, not in isolated workers (debugging: a "
+                   "backend that aborts or hangs then takes the run with it)")
     p.add_argument("--seed", type=int, default=0, help="input seed (default 0)")
     p.add_argument("--out", help="write the results JSON here")
     p.add_argument("--repro-dir", default="repros", help="where failing cases leave repros")
@@ -60,11 +66,23 @@ def run(args) -> int:
     from .runner import failing, results_document, run_backend, shard_cases, summarize
     from .runner import write_results
 
+    if args.jobs < 1:
+        print(f"--jobs must be at least 1, got {args.jobs}", file=sys.stderr)
+        return 2
+    if args.case_timeout is not None and not args.case_timeout > 0:
+        print(f"--case-timeout must be a positive number of seconds, got {args.case_timeout}",
+              file=sys.stderr)
+        return 2
     for flag, path in (("--out", args.out), ("--junit", args.junit)):
         if path is not None and (not path or os.path.isdir(path)):
             raise FileInputError(path or "''", f"({flag}) is a directory",
                                  "a file path to write, e.g. build/results.json")
     t0 = time.perf_counter()
+    backends = [] if args.list else _backends(args.backend)
+    if backends and not args.in_process:
+        from .workers import start_server
+
+        start_server(sorted({type(b).__module__ for _, b in backends}))
     cases = build_cases(seed=args.seed)
     dtypes = args.dtype.split(",") if args.dtype else None
     cases = shard_cases(filter_cases(cases, args.op, dtypes, args.case), args.shard)
@@ -76,11 +94,11 @@ def run(args) -> int:
             print(f"{c.id}  {c.op:<24} {c.dtype:<5} {','.join(c.tags)}")
         return 0
     ledger = load_ledger(args.ledger)
-    backends = _backends(args.backend)
     results = []
     for spec, b in backends:
         results += run_backend(b, cases, ledger, jobs=args.jobs, repro_dir=args.repro_dir,
-                               spec=spec, progress=not args.quiet)
+                               spec=spec, progress=not args.quiet,
+                               in_process=args.in_process, case_timeout=args.case_timeout)
     doc = results_document([b for _, b in backends], results, args.machine)
     if args.out:
         write_results(doc, args.out)

@@ -15,7 +15,7 @@ SECTIONS = ("unsupported", "xfail", "tolerance")
 _KEYS = {"backend", "op", "dtype", "case", "tags", "reason"}
 _EXTRA = {"unsupported": set(), "xfail": {"status", "error"},
           "tolerance": {"ulps", "c"}}
-_STATUSES = {"MISMATCH", "MISSING", "error"}
+_STATUSES = {"MISMATCH", "MISSING", "error", "crash", "timeout"}
 
 
 class LedgerError(ValueError):

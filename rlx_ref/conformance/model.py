@@ -11,7 +11,9 @@ from ..ir.graph import Graph
 # RLX's statuses plus the ledger's: a case ends in exactly one of these.
 OK, MISSING, MISMATCH = "ok", "MISSING", "MISMATCH"
 UNSUPPORTED, XFAIL, XPASS, ERROR = "unsupported", "xfail", "xpass", "error"
-STATUSES = (OK, MISSING, MISMATCH, UNSUPPORTED, XFAIL, XPASS, ERROR)
+# The backend killed its worker process (a signal or an exit), or overran --case-timeout.
+CRASH, TIMEOUT = "crash", "timeout"
+STATUSES = (OK, MISSING, MISMATCH, UNSUPPORTED, XFAIL, XPASS, ERROR, CRASH, TIMEOUT)
 PASSING = (OK, UNSUPPORTED, XFAIL)          # statuses that do not fail a run
 
 
@@ -35,6 +37,7 @@ class Case:
     seed: int = 0
     source: str = ""          # e.g. "samples[3]", "tiling", "specials", "multi"
     accuracy: Any = None      # rlx_ref.conformance.accuracy contract (None = op default)
+    expect_error: tuple = ()  # error case: phrases the raised error must mention (errors.py)
 
     @property
     def kinds(self) -> list[str]:

@@ -4,8 +4,13 @@
     pytest -p rlx_ref.conformance.pytest_plugin --backend my_pkg:Backend ...
 
 Options: ``--backend`` (comma list or module:object), ``--conformance-op`` (kind or glob),
-``--conformance-dtype``, ``--conformance-ledger``, ``--repro-dir``. Works with pytest-xdist
-(case ids are content hashes, so every worker collects the same tests).
+``--conformance-dtype``, ``--conformance-ledger``, ``--repro-dir``, ``--case-timeout``,
+``--in-process``. Works with pytest-xdist (case ids are content hashes, so every worker
+collects the same tests).
+
+Each backend's cases run in one long-lived isolated worker process per pytest process
+(``workers.WorkerPool``): a backend that aborts or hangs fails that test (``crash`` with
+the signal, or ``timeout``) with a repro, and the next test gets a fresh worker.
 """
 from __future__ import annotations
 
@@ -22,6 +27,11 @@ def pytest_addoption(parser):
     g.addoption("--conformance-dtype", default=None, help="only these dtypes, e.g. f32,f16")
     g.addoption("--conformance-ledger", default=None, help="expectations file")
     g.addoption("--repro-dir", default="repros", help="where failing cases leave repros")
+    g.addoption("--case-timeout", type=float, default=None, metavar="SECONDS",
+                help="fail a case whose worker runs longer (default 300; twice that for a "
+                "worker's first case)")
+    g.addoption("--in-process", action="store_true", default=False,
+                help="run cases in the pytest process, not in an isolated worker (debugging)")
 
 
 def _cases(config):
@@ -52,6 +62,21 @@ def pytest_generate_tests(metafunc):
                          ids=[f"{s}::{c.id}" for s, c in params])
 
 
+def _isolated(config, backend, spec: str, repro_dir):
+    """This process's worker pool for ``spec`` (one worker, replaced when it dies)."""
+    key = ("pool", spec)
+    if key not in _CACHE:
+        import atexit
+
+        from .workers import WorkerPool
+
+        pool = WorkerPool(backend, spec, _CACHE["ledger"], jobs=1, repro_dir=repro_dir,
+                          case_timeout=config.getoption("case_timeout"))
+        atexit.register(pool.close)
+        _CACHE[key] = pool
+    return _CACHE[key]
+
+
 def check_case(request, spec: str, case) -> None:
     """Run one case and turn its status into a pytest outcome."""
     from .ledger import load_ledger
@@ -64,8 +89,11 @@ def check_case(request, spec: str, case) -> None:
     ok, why = backend.availability()
     if not ok:
         pytest.skip(f"backend {spec} unavailable: {why}")
-    res = run_case(backend, case, _CACHE["ledger"],
-                   repro_dir=request.config.getoption("repro_dir"), spec=spec)
+    repro_dir = request.config.getoption("repro_dir")
+    if request.config.getoption("in_process"):
+        res = run_case(backend, case, _CACHE["ledger"], repro_dir=repro_dir, spec=spec)
+    else:
+        res = _isolated(request.config, backend, spec, repro_dir).run_one(case)
     if res.status == OK:
         return
     if res.status == UNSUPPORTED:

@@ -17,13 +17,15 @@ from .._atomic import write_text
 from .._readers import FileInputError, describe_os_error
 from ..ops.opdef import Caps
 from . import _report_html as _pages
-from .model import ERROR, MISMATCH, MISSING, OK, PASSING, STATUSES, UNSUPPORTED, XFAIL, XPASS
+from .model import CRASH, ERROR, MISMATCH, MISSING, OK, PASSING, STATUSES, TIMEOUT, UNSUPPORTED
+from .model import XFAIL, XPASS
+from .errors import TAG as ERROR_TAG
 from .model import CaseResult
 from .results_file import FORMAT, read_results_file  # noqa: F401 - FORMAT re-exported
 
 # How bad a status is when two machines disagree about one case: the worse one is kept.
 _RANK = {s: i for i, s in enumerate((OK, UNSUPPORTED, XFAIL, XPASS, MISSING,
-                                     MISMATCH, ERROR))}
+                                     MISMATCH, ERROR, TIMEOUT, CRASH))}
 _PATH_RANK = {"native": 0, "rewritten": 1, "decomposed": 2, "host": 3}
 
 
@@ -297,6 +299,7 @@ def render_json(merged: Merged, registry=None) -> dict:
         "categories": cats,
         "dtypes": rates(lambda r: [r.dtype], _dtype_order),
         "tags": rates(lambda r: sorted(set(r.tags))),
+        "errors": rates(lambda r: [r.op] if ERROR_TAG in r.tags else []),
         "multi": multi,
         "failures": failures,
         "not_run": sorted(kinds - ops_seen),

@@ -48,6 +48,7 @@ def write_repro(root, backend_spec: str, case, result) -> str:
     meta = {"backend": backend_spec, "case_id": case.id, "op": case.op, "dtype": case.dtype,
             "tags": list(case.tags), "noncontiguous": list(case.noncontiguous),
             "seed": case.seed, "source": case.source,
+            "expect_error": list(case.expect_error),
             "seen": {"status": result.status, "message": result.message}}
     write_json(d / "meta.json", meta, indent=2)
     first = (result.message or "").splitlines()[0] if result.message else ""
@@ -82,7 +83,8 @@ def load_case(folder):
     try:
         case = Case(str(meta["case_id"]), str(meta["op"]), str(meta["dtype"]),
                     tuple(meta["tags"]), graph, inputs, params, tuple(meta["noncontiguous"]),
-                    int(meta.get("seed", 0)), str(meta.get("source", "")))
+                    int(meta.get("seed", 0)), str(meta.get("source", "")),
+                    expect_error=tuple(meta.get("expect_error", ())))
     except (TypeError, ValueError) as e:
         raise FileInputError(d / "meta.json", f"a field has the wrong type: {e}", META) from None
     return case, meta

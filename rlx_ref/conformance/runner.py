@@ -34,6 +34,29 @@ def oracle_outputs(case) -> tuple[list, list]:
     return o64, oc
 
 
+def _oracle_raises(case) -> tuple:
+    """An error case's oracle run: (its error message, None); OracleError if it does not
+    raise as the case expects (then the case is wrong, not the backend)."""
+    from .errors import describe, error_matches
+
+    try:
+        Interpreter(case.graph).run(case.inputs, case.params)
+    except Exception as e:  # noqa: BLE001 - the expected outcome
+        if error_matches(e, case.expect_error):
+            return str(e).splitlines()[0], None
+        raise OracleError(f"error case {case.id}: the oracle raised {type(e).__name__}: {e}, "
+                          f"which does not mention {describe(case.expect_error)}") from e
+    raise OracleError(f"error case {case.id}: the oracle ran without the expected error "
+                      f"({describe(case.expect_error)})")
+
+
+def _no_error(case, oracle_message: str) -> str:
+    from .errors import describe
+
+    return (f"no error raised: the backend returned values where the oracle raises an error "
+            f"mentioning {describe(case.expect_error)} ({oracle_message})")
+
+
 def _judge(case, outs, o64, oc, overrides):
     """Compare backend outputs with the oracle under the case's accuracy contract."""
     from .accuracy import case_accuracy
@@ -67,28 +90,51 @@ def run_case(backend, case, ledger, *, repro_dir=None, spec=None, oracle=None) -
     unsup = ledger.find("unsupported", backend.name, case)
     xfail = ledger.find("xfail", backend.name, case)
     try:
-        o64, oc = oracle or oracle_outputs(case)
+        o64, oc = oracle or (_oracle_raises(case) if case.expect_error else
+                             oracle_outputs(case))
     except OracleError as e:
         res.status, res.message = ERROR, str(e)
         res.seconds = time.perf_counter() - t0
         return res
     try:
         outs = _run_backend(backend, case)
-        v = _judge(case, outs, o64, oc, ledger.overrides(backend.name, case))
-        res.status, res.message = v.status, v.message
-        res.max_abs, res.max_rel, res.max_ulp = v.max_abs, v.max_rel, v.max_ulp
-        res.worst_index, res.budget_ratio = v.worst_index, v.budget_ratio
+        if case.expect_error:
+            res.status, res.message = MISMATCH, _no_error(case, o64)
+        else:
+            v = _judge(case, outs, o64, oc, ledger.overrides(backend.name, case))
+            res.status, res.message = v.status, v.message
+            res.max_abs, res.max_rel, res.max_ulp = v.max_abs, v.max_rel, v.max_ulp
+            res.worst_index, res.budget_ratio = v.worst_index, v.budget_ratio
     except Exception as e:  # noqa: BLE001 - any backend failure is the case's error
         from ..backends.base import UnsupportedOp
+        from .errors import describe, error_matches
 
         res.status = UNSUPPORTED if isinstance(e, UnsupportedOp) and unsup else ERROR
         res.message = f"{type(e).__name__}: {e}"
+        if case.expect_error and not isinstance(e, UnsupportedOp):
+            if error_matches(e, case.expect_error):
+                res.status, res.message = OK, f"raised as expected: {res.message}"
+            else:
+                res.message = (f"raised an error that does not mention "
+                               f"{describe(case.expect_error)}: {res.message}")
     _apply_ledger(res, unsup, xfail)
+    _write_repro(res, case, repro_dir, spec or backend.name)
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def _write_repro(res: CaseResult, case, repro_dir, spec: str) -> None:
     if res.status not in PASSING and res.status != XPASS and repro_dir is not None:
         from .repro import write_repro
 
-        res.repro = write_repro(repro_dir, spec or backend.name, case, res)
-    res.seconds = time.perf_counter() - t0
+        res.repro = write_repro(repro_dir, spec, case, res)
+
+
+def finish_lost_case(res: CaseResult, case, ledger, repro_dir, spec: str) -> CaseResult:
+    """A case whose worker crashed or timed out: apply the ledger, leave a repro."""
+    _apply_ledger(res, ledger.find("unsupported", res.backend, case),
+                  ledger.find("xfail", res.backend, case))
+    _write_repro(res, case, repro_dir, spec)
     return res
 
 
@@ -115,16 +161,6 @@ def _apply_ledger(res: CaseResult, unsup, xfail) -> None:
 
 
 # ── running many cases ─────────────────────────────────────────────────────
-
-_WORK: dict = {}
-
-
-def _worker(chunk):
-    b, spec, cases, ledger, repro_dir = (_WORK[k] for k in
-                                         ("backend", "spec", "cases", "ledger", "repro"))
-    return [run_case(b, cases[i], ledger, repro_dir=repro_dir, spec=spec).to_json()
-            for i in chunk]
-
 
 def shard_cases(cases: list, shard: str | None) -> list:
     """Cases of shard ``i/n`` (1-based i): every n-th case by id, starting at the i-th."""
@@ -158,41 +194,30 @@ class Progress:
                   f"{now - self.t0:.1f}s", file=sys.stderr, flush=True)
 
 
-def _spawned_worker(spec: str, cases: list, ledger, repro_dir) -> None:
-    """Set up a spawned worker like a forked one: the backend is made again by name."""
-    from ..backends.registry import get_backend
-
-    _WORK.update(backend=get_backend(spec), spec=spec, cases=cases, ledger=ledger,
-                 repro=repro_dir)
-
-
 def run_backend(backend, cases: list, ledger, *, jobs: int = 1, repro_dir=None,
-                spec: str | None = None, progress: bool = True) -> list[dict]:
-    """All cases on one backend; result dicts in case order."""
-    _WORK.update(backend=backend, spec=spec or backend.name, cases=cases, ledger=ledger,
-                 repro=repro_dir)
-    size = max(1, min(64, len(cases) // (jobs * 8) or 1))
-    chunks = [list(range(i, min(i + size, len(cases)))) for i in range(0, len(cases), size)]
-    bar = Progress(backend.name, len(cases), progress)
-    out: list = []
-    if jobs > 1 and len(chunks) > 1:
-        import multiprocessing as mp
+                spec: str | None = None, progress: bool = True, in_process: bool = False,
+                case_timeout: float | None = None) -> list[dict]:
+    """All cases on one backend; result dicts in case order.
 
-        if getattr(backend, "fork_safe", True):
-            pool = mp.get_context("fork").Pool(jobs)
-        else:       # a driver with threads (OpenCL, CUDA) cannot be forked: fresh workers
-            pool = mp.get_context("spawn").Pool(
-                jobs, initializer=_spawned_worker,
-                initargs=(spec or backend.name, cases, ledger, repro_dir))
-        with pool:
-            for part in pool.imap(_worker, chunks):
-                out += part
-                bar.update(part)
-    else:
-        for chunk in chunks:
-            part = _worker(chunk)
-            out += part
-            bar.update(part)
+    Cases run in ``jobs`` isolated worker processes (``workers.WorkerPool``): a backend
+    that kills or hangs its process costs that case a ``crash`` or ``timeout`` result, not
+    the run. ``in_process`` runs them here instead, for debugging (a crash ends the run).
+    """
+    spec = spec or backend.name
+    bar = Progress(backend.name, len(cases), progress)
+    out: list = [None] * len(cases)
+    if in_process:
+        for i, case in enumerate(cases):
+            out[i] = run_case(backend, case, ledger, repro_dir=repro_dir, spec=spec).to_json()
+            bar.update([out[i]])
+        return out
+    from .workers import WorkerPool
+
+    with WorkerPool(backend, spec, ledger, jobs=jobs, repro_dir=repro_dir,
+                    case_timeout=case_timeout) as pool:
+        for i, res in pool.run(cases):
+            out[i] = res
+            bar.update([res])
     return out
 
 
