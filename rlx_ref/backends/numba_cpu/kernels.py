@@ -12,6 +12,7 @@ import importlib.util
 import os
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 HEADER = "import math\nimport numpy as np\nfrom numba import njit, prange\n\n"
@@ -47,6 +48,9 @@ class Kernel:
 
 
 _LOADED: dict = {}
+# one loader at a time: two threads planning the same kernel must get one module (a
+# second import would replace the first in sys.modules under the loop drivers' feet)
+LOAD_LOCK = threading.Lock()
 
 
 def compile_kernel(name: str, body: str) -> Kernel:
@@ -57,13 +61,15 @@ def compile_kernel(name: str, body: str) -> Kernel:
     source = HEADER + body.strip() + "\n"
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     key = (name, digest)
-    if key in _LOADED:
+    kernel = _LOADED.get(key)
+    if kernel is not None:
+        return kernel
+    with LOAD_LOCK:
+        if key not in _LOADED:
+            module = load_source_module(f"rlx_ref_k_{name}_{digest}", source, cache_dir(),
+                                        f"{name}_{digest}.py")
+            _LOADED[key] = Kernel(name, source, module)
         return _LOADED[key]
-    module = load_source_module(f"rlx_ref_k_{name}_{digest}", source, cache_dir(),
-                                f"{name}_{digest}.py")
-    kernel = Kernel(name, source, module)
-    _LOADED[key] = kernel
-    return kernel
 
 
 def load_source_module(mod_name: str, source: str, directory: Path, dump_name: str):
@@ -72,7 +78,7 @@ def load_source_module(mod_name: str, source: str, directory: Path, dump_name: s
     also copies it to ``DIR/dump_name``."""
     path = directory / f"{mod_name}.py"
     if not path.exists() or path.read_text() != source:
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
         tmp.write_text(source)
         os.replace(tmp, path)                # atomic: concurrent processes never see half
     dump = os.environ.get("RLX_REF_DUMP_KERNELS")

@@ -8,6 +8,7 @@ platform name or vendor contains it). Contexts and queues are made once per devi
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 
 VENDOR_WORDS = {"amd": ("amd", "advanced micro devices"), "intel": ("intel",),
@@ -108,14 +109,16 @@ def describe(p: int, d: int, dev) -> DeviceInfo:
 
 
 _CONTEXTS: dict = {}
+_CONTEXTS_LOCK = threading.Lock()    # one context per device, also when threads compile
 
 
 def context_for(spec: str | None):
     """(DeviceInfo, Context, in-order CommandQueue) for ``spec``, made once per device."""
     p, d, dev = find_device(spec)
     key = (p, d)
-    if key not in _CONTEXTS:
-        cl = _cl()
-        ctx = cl.Context([dev])
-        _CONTEXTS[key] = (describe(p, d, dev), ctx, cl.CommandQueue(ctx))
-    return _CONTEXTS[key]
+    with _CONTEXTS_LOCK:
+        if key not in _CONTEXTS:
+            cl = _cl()
+            ctx = cl.Context([dev])
+            _CONTEXTS[key] = (describe(p, d, dev), ctx, cl.CommandQueue(ctx))
+        return _CONTEXTS[key]

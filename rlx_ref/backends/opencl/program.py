@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from pathlib import Path
 
 from .cprelude import prelude
@@ -62,14 +63,15 @@ class ProgramBuilder:
                 digest = hashlib.sha256(src.encode()).hexdigest()[:16]
                 (Path(dump) / f"opencl_{digest}.cl").write_text(src)
             key = (self.device.index, src, tuple(self.options))
-            prog = _BUILT.get(key)
-            if prog is None:
-                try:
-                    prog = cl.Program(self.context, src).build(options=self.options)
-                except cl.RuntimeError as e:
-                    raise RuntimeError(f"OpenCL build failed on {self.device.label}:\n{e}"
-                                       ) from e
-                _BUILT[key] = prog
+            with _BUILD_LOCK:           # plans built by two threads share one build
+                prog = _BUILT.get(key)
+                if prog is None:
+                    try:
+                        prog = cl.Program(self.context, src).build(options=self.options)
+                    except cl.RuntimeError as e:
+                        raise RuntimeError(f"OpenCL build failed on {self.device.label}:"
+                                           f"\n{e}") from e
+                    _BUILT[key] = prog
             self._program = prog
         return self._program
 
@@ -77,3 +79,4 @@ class ProgramBuilder:
 # Programs built in this process, by device and source: graphs that need the same kernels
 # (a model compiled twice, conformance cases of one op) share one build.
 _BUILT: dict = {}
+_BUILD_LOCK = threading.Lock()
