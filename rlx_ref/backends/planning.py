@@ -63,31 +63,28 @@ class PlanPool:
 
     def __init__(self, build: Callable):
         self._build = build
-        self._lock = threading.Lock()
+        # list.pop/append and dict.setdefault are atomic (under the GIL, and per object
+        # in free-threaded builds): the hot path takes no lock of its own
         self._idle: dict = {}        # key -> idle plans
         self.first: dict = {}        # key -> the first plan built (sources, notes, tests)
 
     def add(self, key: tuple, plan) -> None:
         """Put a plan built ahead of any run (a static graph's, at compile) in the pool."""
-        with self._lock:
-            self.first.setdefault(key, plan)
-            self._idle.setdefault(key, []).append(plan)
+        self.first.setdefault(key, plan)
+        self._idle.setdefault(key, []).append(plan)
 
     def acquire(self, key: tuple):
         """An idle plan for ``key`` for one run (built when none is idle)."""
-        with self._lock:
-            idle = self._idle.get(key)
-            if idle:
-                return idle.pop()
-        plan = self._build(key)      # outside the lock: other keys' runs go on
-        with self._lock:
+        try:
+            return self._idle[key].pop()
+        except (KeyError, IndexError):
+            plan = self._build(key)
             self.first.setdefault(key, plan)
-        return plan
+            return plan
 
     def release(self, key: tuple, plan) -> None:
         """Give back a plan after its run (finished or failed)."""
-        with self._lock:
-            self._idle.setdefault(key, []).append(plan)
+        self._idle.setdefault(key, []).append(plan)
 
     def plans(self) -> list:
         """The first plan of every key, for kernel sources and notes."""

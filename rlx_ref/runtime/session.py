@@ -174,11 +174,14 @@ def owned_outputs(outs: list, inputs: dict, params: dict) -> list:
     """``outs`` where each array is the caller's alone: a view (of an input, a param, an
     executable's buffer), a read-only array, an input or param itself, or an array
     already returned as another output is replaced by a copy."""
-    leaves = {id(a) for a in inputs.values()}
-    leaves.update(id(a) for a in params.values())
-    seen = set()
+    taken = None                        # ids of the leaves and of outputs kept so far
     for i, a in enumerate(outs):
-        if a.base is not None or not a.flags.writeable or id(a) in leaves or id(a) in seen:
-            a = outs[i] = a.copy()
-        seen.add(id(a))
+        if a.base is None and a.flags.writeable:
+            if taken is None:
+                taken = set(map(id, inputs.values()))
+                taken.update(map(id, params.values()))
+            if id(a) not in taken:
+                taken.add(id(a))
+                continue
+        outs[i] = a.copy()
     return outs
