@@ -125,6 +125,32 @@ def test_two_threads_loading_one_kernel_get_one_module():
     assert sys.modules[got[0].module.__name__] is got[0].module
 
 
+@pytest.mark.parametrize("name", ["numba-cpu", "opencl"])
+def test_threads_compiling_one_new_graph_at_once(name):
+    """Four threads compile and run one graph never built before (fresh kernels, a fresh
+    OpenCL program) at once: one build, every result right."""
+    backend = _backend(name)
+    n = 5 + uuid.uuid4().int % 60            # a size no earlier test built kernels for
+    g = rlx_ref.Graph("fresh")
+    x = g.input("x", [n, 3])
+    g.set_outputs([g.sigmoid(g.sub(g.mul(x, x), x))])
+    xv = np.linspace(-2, 2, n * 3, dtype=np.float32).reshape(n, 3)
+    want = rlx_ref.interpret(g, {"x": xv})[0]
+    got, start = [], threading.Barrier(4)
+
+    def work():
+        start.wait()
+        got.append(backend.compile(g).run({"x": xv})[0])
+    pool = [threading.Thread(target=work) for _ in range(4)]
+    for th in pool:
+        th.start()
+    for th in pool:
+        th.join()
+    assert len(got) == 4
+    for out in got:
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+
+
 def test_cuda_simulator_under_threads():
     pytest.importorskip("numba")
     try:
