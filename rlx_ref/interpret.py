@@ -141,7 +141,7 @@ class Interpreter:
                 f"body @{body.name} has {len(ins)} inputs, was given {len(args)} values")
         sub = type(self)(body, self.float64, self.core, verify=False)
         return sub.run({n.attrs.name: a for n, a in zip(ins, args)},
-                       self._local.params if params is None else params)
+                       getattr(self._local, "params", None) if params is None else params)
 
 
 def _dyn_match(dims, shape) -> bool:
