@@ -105,6 +105,33 @@ def test_dynamic_dims_plan_per_binding_under_threads():
     assert sorted(exe._plans) == [((0, 1),), ((0, 2),), ((0, 3),)]
 
 
+def test_numba_workqueue_layer_runs_take_turns():
+    """Numba's workqueue layer terminates the process when two threads enter parallel
+    kernels at once; runs from 4 threads, the very first ones included, must not."""
+    pytest.importorskip("numba")
+    code = (
+        "import threading, numpy as np, rlx_ref, numba\n"
+        "g = rlx_ref.Graph('big')\n"
+        "x = g.input('x', [512, 1024])\n"
+        "g.set_outputs([g.reduce(g.tanh(g.mul(x, x)), 'Sum', [1])])\n"
+        "exe = rlx_ref.Session('numba-cpu').compile(g)\n"
+        "xv = np.linspace(-1, 1, 512 * 1024, dtype=np.float32).reshape(512, 1024)\n"
+        "want = rlx_ref.interpret(g, {'x': xv})[0]\n"
+        "bad, start = [], threading.Barrier(4)\n"
+        "def work():\n"
+        "    start.wait()\n"
+        "    for _ in range(5):\n"
+        "        bad.append(not np.allclose(exe.run({'x': xv})[0], want, rtol=1e-4))\n"
+        "ts = [threading.Thread(target=work) for _ in range(4)]\n"
+        "[t.start() for t in ts]; [t.join() for t in ts]\n"
+        "print(numba.threading_layer(), sum(bad), len(bad))\n")
+    env = {**os.environ, "NUMBA_THREADING_LAYER": "workqueue"}
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=600, check=False)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.split() == ["workqueue", "0", "20"], run.stdout
+
+
 def test_two_threads_loading_one_kernel_get_one_module():
     pytest.importorskip("numba")
     from rlx_ref.backends.numba_cpu.kernels import compile_kernel

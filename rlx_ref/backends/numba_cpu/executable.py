@@ -11,9 +11,11 @@ time: concurrent runs each get one from the executable's ``PlanPool``.
 from __future__ import annotations
 
 import sys
+import threading
 from operator import itemgetter
 
 import numpy as np
+from numba.np.ufunc import parallel as _numba_parallel
 
 from ...ir.graph import Graph
 from ...ir.shape import Dyn
@@ -173,6 +175,28 @@ class SubPlan:
         return env[o].copy() if leaf else env[o]
 
 
+# Numba's workqueue threading layer (the one left where neither TBB nor OpenMP is
+# installed) terminates the process when two threads enter parallel kernels at once:
+# there, runs take turns.
+_WORKQUEUE_TURNS = threading.RLock()   # re-entered by a run nested in a run
+_LAYER_SAFE: list = []
+
+
+def _turns():
+    """The lock runs take turns with, or None once Numba's threading layer is known to
+    take parallel kernels from many threads. Until a parallel kernel has started it, the
+    layer is unknown (starting it here would start a thread pool a fork could inherit),
+    so runs take turns."""
+    if _LAYER_SAFE:
+        return None if _LAYER_SAFE[0] else _WORKQUEUE_TURNS
+    if not _numba_parallel._is_initialized:
+        return _WORKQUEUE_TURNS
+    import numba
+
+    _LAYER_SAFE.append(numba.threading_layer() != "workqueue")
+    return _turns()
+
+
 class NumbaExecutable(CompiledGraph, Executable):
     """CompiledGraph I/O checks + Plans per distinct binding of dynamic dims (one per
     concurrent run, from a ``PlanPool``)."""
@@ -193,6 +217,13 @@ class NumbaExecutable(CompiledGraph, Executable):
         return self._pool.first
 
     def _execute(self, inputs: dict, params: dict, bindings: dict) -> list:
+        turns = _turns()
+        if turns is not None:
+            with turns:
+                return self._run_plan(inputs, params, bindings)
+        return self._run_plan(inputs, params, bindings)
+
+    def _run_plan(self, inputs: dict, params: dict, bindings: dict) -> list:
         key = tuple(sorted(bindings.items()))
         plan = self._pool.acquire(key)
         try:
