@@ -20,9 +20,9 @@ import numpy as np
 from ..numba_cpu.kernels import LOAD_LOCK, load_source_module
 from ..numba_cpu.kernels import cache_dir as cpu_cache_dir
 
-# The simulator runs a launch by swapping a fake ``cuda`` module into the globals of the
-# kernel's module (shared with every kernel and device function there) and restoring it
-# after: two launches at once would restore each other's fakes. Launches take turns there.
+# The simulator supports one launch at a time: a launch configures the shared kernel object
+# in place (``kernel[blocks, threads]`` sets its grid on it) and installs its fake ``cuda``
+# module as the one device functions see. Launches, configuration included, take turns.
 _SIM_LAUNCH = threading.Lock()
 
 # ``math`` is the simulator's IEEE twin under NUMBA_ENABLE_CUDASIM (see sim_math)
@@ -116,12 +116,12 @@ class Launch:
     argtypes: tuple
 
     def __call__(self, blocks: int, threads: int, *args) -> None:
-        fn = self.kernel.compiled(self.argtypes)[blocks, threads]
+        fn = self.kernel.compiled(self.argtypes)
         if _simulated():
             with _SIM_LAUNCH:
-                fn(*args)
+                fn[blocks, threads](*args)
         else:
-            fn(*args)
+            fn[blocks, threads](*args)
 
     def key(self) -> tuple:
         return (self.kernel.name, self.kernel.source, tuple(str(t) for t in self.argtypes))
