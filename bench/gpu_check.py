@@ -92,7 +92,7 @@ def cuda_runners(graph, feeds):
     from rlx_ref.backends.registry import get_backend
 
     exe = get_backend("cuda").compile(graph)
-    plan = exe._plan({})
+    plan = exe._plans[()]          # the plan sequential runs use (static graph)
     env = plan.bind(feeds, {})
 
     def device():

@@ -1,12 +1,15 @@
 """The oracle interpreter: runs a verified graph node by node from the registry.
 
-``Interpreter(graph).run(inputs, params)`` returns the output arrays. Each node's
+``Interpreter(graph).run(inputs, params)`` returns the output arrays; runs keep their
+state (inputs, params, values) per call, so threads may share one interpreter. Each node's
 reference sees its input arrays and a ``RefCtx`` (payload, declared output shape,
 a callback to run nested bodies). With ``float64=True`` every float tensor is held
 in float64 (the conformance suite's high-precision oracle). Errors name the node in
 text form; ``run_node`` is the one method to override for tracing or patching.
 """
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 
@@ -33,6 +36,7 @@ class Interpreter:
         self.float64 = float64
         self.core = core or hotpaths.core
         self._plan = None
+        self._local = threading.local()     # the params of this thread's run (for bodies)
 
     # ── the overridable step ───────────────────────────────────────────────
     def run_node(self, node: Node, args: list, ctx: RefCtx):
@@ -61,20 +65,23 @@ class Interpreter:
     # ── planning and running ───────────────────────────────────────────────
     def _build_plan(self):
         g = self.graph
+        # the run's input and param tables sit in two env slots past the nodes, read by
+        # the Input and Param steps: run state lives in the call, never on self
+        tables = {"Input": (len(g.nodes),), "Param": (len(g.nodes) + 1,)}
         fns, step_inputs, outs = [], [], []
         for node in g.nodes:
             ctx = RefCtx(node.attrs, node.shape, self.float64, self._run_body, node)
             fns.append(self._bind(node, ctx))
-            step_inputs.append(tuple(node.inputs))
+            step_inputs.append(tables.get(node.kind, tuple(node.inputs)))
             outs.append(node.id)
         frees = self.core.last_uses(len(g.nodes), step_inputs, set(g.outputs))
         self._plan = (fns, step_inputs, outs, frees)
 
     def _bind(self, node: Node, ctx: RefCtx):
         if node.kind == "Input":
-            return lambda: self._feed(node, ctx, self._inputs, "input")
+            return lambda table: self._feed(node, ctx, table, "input")
         if node.kind == "Param":
-            return lambda: self._feed(node, ctx, self._params, "param")
+            return lambda table: self._feed(node, ctx, table, "param")
         if type(self).run_node is not Interpreter.run_node:
             run = self.run_node
             return lambda *args: run(node, list(args), ctx)
@@ -105,9 +112,12 @@ class Interpreter:
         """Outputs of the graph for the named inputs and params."""
         if self._plan is None:
             self._build_plan()
-        self._inputs, self._params = dict(inputs or {}), dict(params or {})
+        params = dict(params or {})
         fns, step_inputs, outs, frees = self._plan
-        env = [None] * len(self.graph.nodes)
+        env = [None] * len(self.graph.nodes) + [dict(inputs or {}), params]
+        local = self._local
+        outer = getattr(local, "params", None)      # a body run by this thread's own run
+        local.params = params
         try:
             # IEEE results (inf, NaN) are the semantics, not warnings: silence numpy once
             # per run rather than per node.
@@ -119,6 +129,8 @@ class Interpreter:
             raise InterpretError(
                 f"at %{node.id} in @{self.graph.name}: {cause}\n  while running: {node}"
             ) from cause
+        finally:
+            local.params = outer
         return [env[o] for o in self.graph.outputs]
 
     def _run_body(self, body: Graph, args: list, params: dict | None = None) -> list:
@@ -129,7 +141,7 @@ class Interpreter:
                 f"body @{body.name} has {len(ins)} inputs, was given {len(args)} values")
         sub = type(self)(body, self.float64, self.core, verify=False)
         return sub.run({n.attrs.name: a for n, a in zip(ins, args)},
-                       self._params if params is None else params)
+                       getattr(self._local, "params", None) if params is None else params)
 
 
 def _dyn_match(dims, shape) -> bool:

@@ -150,3 +150,15 @@ def test_zero_size_tensors_launch_nothing():
     g.set_outputs([g.exp(x)])
     out = OCL.compile(g).run({"x": np.zeros((0, 3), np.float32)})
     assert out[0].shape == (0, 3)
+
+
+def test_rerun_repeats_the_last_run_on_device():
+    exe = OCL.compile(_chain())
+    exe.set_param("b", np.ones(8, np.float32))
+    with pytest.raises(RuntimeError, match="needs exactly one earlier run"):
+        exe.rerun()
+    x = np.linspace(-1, 1, 32, dtype=np.float32).reshape(4, 8)
+    first = exe.run({"x": x})
+    exe.rerun()                       # the same inputs, still on the device
+    plan = exe._plans[()]
+    np.testing.assert_array_equal(plan.env[plan.outputs[0]].get(plan.rt.queue), first[0])

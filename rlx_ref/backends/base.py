@@ -28,7 +28,12 @@ class BackendUnavailable(RuntimeError):
 
 
 class Executable:
-    """A compiled graph. ``run`` takes ``{input name: array}`` and returns the outputs."""
+    """A compiled graph. ``run`` takes ``{input name: array}`` and returns the outputs.
+
+    The contract (``CompiledGraph`` keeps it for subclasses): ``set_param`` copies the
+    caller's array; each run returns fresh arrays that alias no input, param, other output
+    or buffer of the executable; concurrent ``run`` calls from many threads are correct.
+    """
 
     def set_param(self, name: str, value) -> None:
         raise NotImplementedError

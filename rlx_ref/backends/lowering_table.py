@@ -9,6 +9,7 @@ what a backend claims is exactly what it registered.
 from __future__ import annotations
 
 import importlib
+import threading
 from dataclasses import dataclass
 from typing import Callable
 
@@ -30,7 +31,8 @@ class LoweringTable:
     def __init__(self, backend: str, package: str, families: tuple):
         self.backend, self.package, self.families = backend, package, families
         self.entries: dict[str, Lowering] = {}
-        self._loaded = False
+        self._loaded = False            # True once every family file is imported
+        self._loading = threading.RLock()
 
     def lowers(self, kind: str, dtypes, path: str = "native", reason: str = ""):
         """Register the lowering of ``kind`` for node output dtypes ``dtypes``."""
@@ -42,11 +44,14 @@ class LoweringTable:
         return deco
 
     def load(self) -> dict:
-        """Import every family file once; returns the entries."""
+        """Import every family file once; returns the entries. Another thread asking
+        meanwhile waits for the whole table (a half-filled one would refuse kinds)."""
         if not self._loaded:
-            self._loaded = True
-            for fam in self.families:
-                importlib.import_module(f"{self.package}.{fam}")
+            with self._loading:         # re-entered by a family file asking for the table
+                if not self._loaded:
+                    for fam in self.families:
+                        importlib.import_module(f"{self.package}.{fam}")
+                    self._loaded = True
         return self.entries
 
     def __getitem__(self, kind: str) -> Lowering:

@@ -1,5 +1,6 @@
-"""What every kernel backend's plan does the same way: bind dynamic dims, and give each
-intermediate a buffer, reusing a dead one of the same dtype and shape (liveness)."""
+"""What every kernel backend's plan does the same way: bind dynamic dims, give each
+intermediate a buffer, reusing a dead one of the same dtype and shape (liveness), and
+lend each run a plan of its own (``PlanPool``) so concurrent runs share no buffers."""
 from __future__ import annotations
 
 import os
@@ -93,3 +94,44 @@ def assign_buffers(graph: Graph, steps: list, keep: set, needs: Callable,
                 pool.setdefault((nv.shape.dtype, tuple(nv.shape.dims)), []).append(
                     buffers[v])
     return buffers
+
+
+class PlanPool:
+    """The plans of one executable, by binding key (a tuple of dynamic dim sizes).
+
+    A plan is a run's workspace: its planned buffers, kernel scratch, bound kernel
+    arguments, error word and nested bodies' plans. ``acquire`` lends an idle plan to one
+    run and ``release`` takes it back, so two runs at once never share intermediates; a
+    run that finds no idle plan has ``build(key)`` make another (kernels come from the
+    process caches, so this is planning only). The pool grows to the most runs that were
+    ever concurrent; one thread reuses one plan, as before.
+    """
+
+    def __init__(self, build: Callable):
+        self._build = build
+        # list.pop/append and dict.setdefault are atomic (under the GIL, and per object
+        # in free-threaded builds): the hot path takes no lock of its own
+        self._idle: dict = {}        # key -> idle plans
+        self.first: dict = {}        # key -> the first plan built (sources, notes, tests)
+
+    def add(self, key: tuple, plan) -> None:
+        """Put a plan built ahead of any run (a static graph's, at compile) in the pool."""
+        self.first.setdefault(key, plan)
+        self._idle.setdefault(key, []).append(plan)
+
+    def acquire(self, key: tuple):
+        """An idle plan for ``key`` for one run (built when none is idle)."""
+        try:
+            return self._idle[key].pop()
+        except (KeyError, IndexError):
+            plan = self._build(key)
+            self.first.setdefault(key, plan)
+            return plan
+
+    def release(self, key: tuple, plan) -> None:
+        """Give back a plan after its run (finished or failed)."""
+        self._idle.setdefault(key, []).append(plan)
+
+    def plans(self) -> list:
+        """The first plan of every key, for kernel sources and notes."""
+        return list(self.first.values())

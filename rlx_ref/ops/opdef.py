@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -174,16 +175,26 @@ def kinds() -> list[str]:
     return list(_REGISTRY)
 
 
-_LOADED = False
+_LOADED = False               # True once every family is registered
+_LOADING = threading.RLock()  # other threads wait for the load; the loading one re-enters
+_IN_LOAD = []
 
 
 def _ensure_loaded():
     global _LOADED
-    if not _LOADED:
-        _LOADED = True
-        from . import load_families
+    if _LOADED:
+        return
+    with _LOADING:
+        if _LOADED or _IN_LOAD:     # done, or this thread's own load asking again
+            return
+        _IN_LOAD.append(True)
+        try:
+            from . import load_families
 
-        load_families()
+            load_families()
+            _LOADED = True
+        finally:
+            _IN_LOAD.clear()
 
 
 # ── helpers shared by family files ──────────────────────────────────────────

@@ -2,8 +2,14 @@
 
 The reference device runs the oracle interpreter. Inputs are checked by name, shape and
 dtype before anything runs; dynamic dims bind consistently across inputs.
+
+The rules every backend keeps: ``set_param`` copies the caller's array (so changing it
+later changes nothing); every run returns fresh arrays that alias no input, param, other
+output or executable buffer; and ``run`` may be called from many threads at once.
 """
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 
@@ -57,7 +63,10 @@ class CompiledGraph:
     """A verified graph with checked I/O; params persist across runs.
 
     The base class runs the oracle interpreter; backends subclass it and override
-    ``_execute`` (and set ``_uses_interpreter = False``).
+    ``_execute`` (and set ``_uses_interpreter = False``) and, to hold params in their own
+    form (a device copy), ``_bind_param``. Params are an immutable snapshot replaced on
+    every ``set_param``: a run reads one snapshot, so a concurrent ``set_param`` never
+    tears it.
     """
 
     _uses_interpreter = True
@@ -69,7 +78,8 @@ class CompiledGraph:
             else None
         self._inputs = {n.attrs.name: n.shape for n in graph.input_nodes()}
         self._params_decl = {n.attrs.name: n.shape for n in graph.param_nodes()}
-        self._params: dict = {}
+        self._params: dict = {}             # replaced, never changed in place
+        self._params_lock = threading.Lock()
 
     @property
     def input_names(self) -> list[str]:
@@ -87,7 +97,9 @@ class CompiledGraph:
         decl = self._param_decl(name)
         arr = _as_param_array(name, data, decl)
         self._check(name, arr, decl, "param", {})
-        self._params[name] = arr
+        value = self._bind_param(name, np.array(arr, order="C"))     # always a copy
+        with self._params_lock:
+            self._params = {**self._params, name: value}
 
     def set_param_typed(self, name: str, data: bytes, dtype: str) -> None:
         """pyrlx's typed upload: the Param's values as raw little-endian bytes of ``dtype``
@@ -113,6 +125,10 @@ class CompiledGraph:
                                f"{', '.join(self._params_decl) or '(none)'}")
         return self._params_decl[name]
 
+    def _bind_param(self, name: str, arr: np.ndarray):
+        """The form runs read a param in (``arr``: the executable's own C-order copy)."""
+        return arr
+
     def run(self, inputs: dict) -> list:
         """Outputs (list of arrays) for ``{input name: array}``."""
         unknown = [k for k in inputs if k not in self._inputs]
@@ -123,7 +139,8 @@ class CompiledGraph:
         if missing:
             raise SessionError(f"missing input {missing[0]!r} "
                                f"(declared {self._inputs[missing[0]]})")
-        unset = [k for k in self._params_decl if k not in self._params]
+        params = self._params               # this run's snapshot
+        unset = [k for k in self._params_decl if k not in params]
         if unset:
             raise SessionError(f"param {unset[0]!r} is not set; call set_param first")
         bound: dict = {}
@@ -132,7 +149,7 @@ class CompiledGraph:
             arr = np.asarray(inputs[k])
             self._check(k, arr, decl, "input", bound)
             arrays[k] = arr
-        return self._execute(arrays, self._params, bound)
+        return owned_outputs(self._execute(arrays, params, bound), arrays, params)
 
     def _execute(self, inputs: dict, params: dict, bindings: dict) -> list:
         """Run the checked inputs (``bindings``: dynamic symbol → size); engines override."""
@@ -198,3 +215,20 @@ def _as_param_array(name: str, data, decl) -> np.ndarray:
                                "array of that shape)")
         arr = arr.reshape(decl.dims)
     return arr
+
+
+def owned_outputs(outs: list, inputs: dict, params: dict) -> list:
+    """``outs`` where each array is the caller's alone: a view (of an input, a param, an
+    executable's buffer), a read-only array, an input or param itself, or an array
+    already returned as another output is replaced by a copy."""
+    taken = None                        # ids of the leaves and of outputs kept so far
+    for i, a in enumerate(outs):
+        if a.base is None and a.flags.writeable:
+            if taken is None:
+                taken = set(map(id, inputs.values()))
+                taken.update(map(id, params.values()))
+            if id(a) not in taken:
+                taken.add(id(a))
+                continue
+        outs[i] = a.copy()
+    return outs

@@ -5,21 +5,25 @@ buffer, reused by liveness (a buffer whose last reader has run is handed to the 
 of the same dtype and shape). Outputs are new arrays unless the caller has dropped the
 previous run's: that one is written again (nothing else references it), which spares the
 page faults of a fresh large array (~5 ms per 64 MiB, more than many kernels take).
-Constants are decoded once; params are bound by ``set_param``.
+Constants are decoded once; params are copied by ``set_param``. A plan serves one run at a
+time: concurrent runs each get one from the executable's ``PlanPool``.
 """
 from __future__ import annotations
 
 import sys
+import threading
 from operator import itemgetter
 
 import numpy as np
+from numba.np.ufunc import parallel as _numba_parallel
 
 from ...ir.graph import Graph
 from ...ir.shape import Dyn
 from ...ops.opdef import RefCtx, get
 from ...runtime.session import CompiledGraph
 from ..base import Executable
-from ..planning import assign_buffers, contiguous, host_memory_bytes, planning, specialize
+from ..planning import (PlanPool, assign_buffers, contiguous, host_memory_bytes, planning,
+                        specialize)
 from .lowering import LOWERINGS, LowerCtx
 
 
@@ -173,8 +177,31 @@ class SubPlan:
         return env[o].copy() if leaf else env[o]
 
 
+# Numba's workqueue threading layer (the one left where neither TBB nor OpenMP is
+# installed) terminates the process when two threads enter parallel kernels at once:
+# there, runs take turns.
+_WORKQUEUE_TURNS = threading.RLock()   # re-entered by a run nested in a run
+_LAYER_SAFE: list = []
+
+
+def _turns():
+    """The lock runs take turns with, or None once Numba's threading layer is known to
+    take parallel kernels from many threads. Until a parallel kernel has started it, the
+    layer is unknown (starting it here would start a thread pool a fork could inherit),
+    so runs take turns."""
+    if _LAYER_SAFE:
+        return None if _LAYER_SAFE[0] else _WORKQUEUE_TURNS
+    if not _numba_parallel._is_initialized:
+        return _WORKQUEUE_TURNS
+    import numba
+
+    _LAYER_SAFE.append(numba.threading_layer() != "workqueue")
+    return _turns()
+
+
 class NumbaExecutable(CompiledGraph, Executable):
-    """CompiledGraph I/O checks + a Plan per distinct binding of dynamic dims."""
+    """CompiledGraph I/O checks + Plans per distinct binding of dynamic dims (one per
+    concurrent run, from a ``PlanPool``)."""
 
     _uses_interpreter = False
 
@@ -182,31 +209,38 @@ class NumbaExecutable(CompiledGraph, Executable):
         super().__init__(graph)
         self.device = "numba-cpu"
         self.options = options
-        self._plans: dict = {}
+        self._pool = PlanPool(lambda key: Plan(specialize(self.graph, dict(key)), options))
         if not any(isinstance(d, Dyn) for n in graph.nodes for d in n.shape.dims):
-            self._plans[()] = Plan(graph, options)
+            self._pool.add((), Plan(graph, options))
 
-    def _plan(self, bindings: dict) -> Plan:
-        key = tuple(sorted(bindings.items()))
-        if key not in self._plans:
-            self._plans[key] = Plan(specialize(self.graph, bindings), self.options)
-        return self._plans[key]
-
-    def set_param(self, name: str, data) -> None:
-        super().set_param(name, data)
-        self._params[name] = contiguous(self._params[name])
+    @property
+    def _plans(self) -> dict:
+        """The first plan of each binding (what sources and notes describe)."""
+        return self._pool.first
 
     def _execute(self, inputs: dict, params: dict, bindings: dict) -> list:
-        return self._plan(bindings).run(inputs, params)
+        turns = _turns()
+        if turns is not None:
+            with turns:
+                return self._run_plan(inputs, params, bindings)
+        return self._run_plan(inputs, params, bindings)
+
+    def _run_plan(self, inputs: dict, params: dict, bindings: dict) -> list:
+        key = tuple(sorted(bindings.items()))
+        plan = self._pool.acquire(key)
+        try:
+            return plan.run(inputs, params)
+        finally:
+            self._pool.release(key, plan)
 
     def kernel_sources(self) -> dict:
         out = {}
-        for plan in self._plans.values():
+        for plan in self._pool.plans():
             out.update(plan.kernels)
         return out
 
     def step_notes(self) -> list:
         """(node id, kind, note) of every planned step that says how it runs beyond its
         kernels: "compiled loop" or "host loop (why)" for loops, host copies, ..."""
-        return [(node.id, node.kind, step.note) for plan in self._plans.values()
+        return [(node.id, node.kind, step.note) for plan in self._pool.plans()
                 for node, step, _ in plan.steps if step.note]

@@ -12,6 +12,7 @@ import hashlib
 import os
 import sys
 import tempfile
+import threading
 import types
 from pathlib import Path
 
@@ -56,6 +57,9 @@ class Kernel:
 
 
 _LOADED: dict = {}
+# one loader at a time: two threads planning the same kernel must get one module (a
+# second import would replace the first in sys.modules under the loop drivers' feet)
+LOAD_LOCK = threading.Lock()
 
 
 def compile_kernel(name: str, body: str) -> Kernel:
@@ -66,13 +70,15 @@ def compile_kernel(name: str, body: str) -> Kernel:
     source = HEADER + body.strip() + "\n"
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     key = (name, digest)
-    if key in _LOADED:
+    kernel = _LOADED.get(key)
+    if kernel is not None:
+        return kernel
+    with LOAD_LOCK:
+        if key not in _LOADED:
+            module = load_source_module(f"rlx_ref_k_{name}_{digest}", source, cache_dir(),
+                                        f"{name}_{digest}.py")
+            _LOADED[key] = Kernel(name, source, module)
         return _LOADED[key]
-    module = load_source_module(f"rlx_ref_k_{name}_{digest}", source, cache_dir(),
-                                f"{name}_{digest}.py")
-    kernel = Kernel(name, source, module)
-    _LOADED[key] = kernel
-    return kernel
 
 
 def load_source_module(mod_name: str, source: str, directory: Path, dump_name: str):

@@ -21,6 +21,7 @@ B1 H8 S256 D64 took 560 ms with both pools, 1.9 ms with BLAS held to one thread)
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 
@@ -59,6 +60,10 @@ def finish(out: np.ndarray, tmp) -> None:
 
 
 _BLAS = []
+# Steps of concurrent runs hold BLAS at one thread together: the first in saves the count,
+# the last out restores it (one step restoring it under another would unleash the pool).
+_HOLD_LOCK = threading.Lock()
+_HOLDERS = [0, 1]               # [steps holding BLAS now, the count to restore]
 
 
 def numba_threads() -> int:
@@ -71,32 +76,44 @@ def numba_threads() -> int:
 def _blas_threads():
     """(get, set) of the thread count of the OpenBLAS that Numba's np.dot calls, or None."""
     if not _BLAS:
-        _BLAS.append(None)
-        try:
-            import ctypes
-
-            import scipy.linalg.cython_blas  # noqa: F401 - loads the library Numba uses
-
-            with open("/proc/self/maps") as maps:
-                paths = {ln.split()[-1] for ln in maps if "libscipy_openblas-" in ln}
-            lib = ctypes.CDLL(paths.pop())
-            _BLAS[0] = (lib.scipy_openblas_get_num_threads, lib.scipy_openblas_set_num_threads)
-        except (OSError, KeyError, AttributeError, ImportError):
-            pass              # another BLAS (or platform): nothing to hold
+        with _HOLD_LOCK:
+            if not _BLAS:
+                _BLAS.append(_find_blas())
     return _BLAS[0]
+
+
+def _find_blas():
+    try:
+        import ctypes
+
+        import scipy.linalg.cython_blas  # noqa: F401 - loads the library Numba uses
+
+        with open("/proc/self/maps") as maps:
+            paths = {ln.split()[-1] for ln in maps if "libscipy_openblas-" in ln}
+        lib = ctypes.CDLL(paths.pop())
+        return lib.scipy_openblas_get_num_threads, lib.scipy_openblas_set_num_threads
+    except (OSError, KeyError, AttributeError, ImportError):
+        return None           # another BLAS (or platform): nothing to hold
 
 
 def blas_serial(fn, *args):
     """``fn(*args)`` with Numba's BLAS at one thread (see the module docstring)."""
     hold = _blas_threads()
-    prev = hold[0]() if hold else 1
-    if prev == 1:
+    if not hold:
         return fn(*args)
-    hold[1](1)
+    with _HOLD_LOCK:
+        if not _HOLDERS[0]:
+            _HOLDERS[1] = hold[0]()
+            if _HOLDERS[1] != 1:
+                hold[1](1)
+        _HOLDERS[0] += 1
     try:
         return fn(*args)
     finally:
-        hold[1](prev)
+        with _HOLD_LOCK:
+            _HOLDERS[0] -= 1
+            if not _HOLDERS[0] and _HOLDERS[1] != 1:
+                hold[1](_HOLDERS[1])
 
 
 _MM_SRC = '''

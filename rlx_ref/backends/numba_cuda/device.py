@@ -8,6 +8,7 @@ grid-stride loops make every kernel correct for any launch shape.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 
@@ -119,7 +120,19 @@ class Device:
         return self.cuda.to_device(host_to_device_layout(x, dt))
 
     def download(self, d, dt: DType, dims) -> np.ndarray:
-        return device_to_host_layout(d.copy_to_host(), dt, dims)
+        """A new host array of ``dims`` (it owns its memory: no view to copy again)."""
+        host = np.empty(tuple(dims), dt.np)
+        if host.size:
+            d.copy_to_host(host.reshape(-1).view(device_dtype(dt)))
+        return host
+
+    def active(self):
+        """A context in which this thread's CUDA calls go to this device: numba keeps the
+        current context per thread, and a thread other than the compiling one would
+        otherwise get device 0's."""
+        if self.sim:
+            return contextlib.nullcontext()
+        return self.cuda.gpus[self.index]
 
     def error_word(self):
         return self.cuda.to_device(np.array([ERR_CLEAR], np.int32))

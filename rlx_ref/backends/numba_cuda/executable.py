@@ -5,7 +5,9 @@ reused by liveness (a buffer whose last reader has run goes to the next node of 
 dtype and element count); outputs keep their own. A run uploads each input once, runs
 every step on device-resident arrays, reads the error word (only when some kernel can
 fail) and downloads each output once. Constants are uploaded once, params at
-``set_param``. Control flow drives its compiled bodies (``SubPlan``) from the host.
+``set_param``. Control flow drives its compiled bodies (``SubPlan``) from the host. A
+plan (buffers, error word, bodies) serves one run at a time: concurrent runs each get one
+from the executable's ``PlanPool``.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from ...ir.shape import Dyn
 from ...ops.opdef import RefCtx, get
 from ...runtime.session import CompiledGraph
 from ..base import Executable
-from ..planning import specialize
+from ..planning import PlanPool, specialize
 from .device import ERR_CLEAR, copy_device
 from .ew_render import ERROR_TEXT
 from .lowering import LOWERINGS, ErrorWord, LowerCtx, load_families
@@ -226,24 +228,29 @@ class CudaExecutable(CompiledGraph, Executable):
         self.device = label
         self.gpu = device
         self.options = options
-        self._plans: dict = {}
-        self._dev_params: dict = {}
+        self._pool = PlanPool(
+            lambda key: Plan(specialize(graph, dict(key)), device, options))
         if not any(isinstance(d, Dyn) for n in graph.nodes for d in n.shape.dims):
-            self._plans[()] = Plan(graph, device, options)
+            self._pool.add((), Plan(graph, device, options))
 
-    def _plan(self, bindings: dict) -> Plan:
-        key = tuple(sorted(bindings.items()))
-        if key not in self._plans:
-            self._plans[key] = Plan(specialize(self.graph, bindings), self.gpu, self.options)
-        return self._plans[key]
+    @property
+    def _plans(self) -> dict:
+        """The first plan of each binding (what kernel sources describe)."""
+        return self._pool.first
 
-    def set_param(self, name: str, data) -> None:
-        super().set_param(name, data)
-        decl = self._params_decl[name]
-        self._dev_params[name] = self.gpu.upload(self._params[name], decl.dtype)
+    def _bind_param(self, name: str, arr: np.ndarray):
+        """Params live on the device, uploaded once per ``set_param``."""
+        with self.gpu.active():
+            return self.gpu.upload(arr, self._params_decl[name].dtype)
 
     def _execute(self, inputs: dict, params: dict, bindings: dict) -> list:
-        return self._plan(bindings).run(inputs, self._dev_params)
+        key = tuple(sorted(bindings.items()))
+        with self.gpu.active():
+            plan = self._pool.acquire(key)
+            try:
+                return plan.run(inputs, params)
+            finally:
+                self._pool.release(key, plan)
 
     def capabilities(self) -> dict:
         caps = Executable.capabilities(self)
@@ -252,6 +259,6 @@ class CudaExecutable(CompiledGraph, Executable):
 
     def kernel_sources(self) -> dict:
         out = {}
-        for plan in self._plans.values():
+        for plan in self._pool.plans():
             out.update(plan.kernel_sources())
         return out

@@ -11,13 +11,19 @@ capability without a GPU, covers precisely what runs.
 from __future__ import annotations
 
 import hashlib
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ..numba_cpu.kernels import LOAD_LOCK, load_source_module
 from ..numba_cpu.kernels import cache_dir as cpu_cache_dir
-from ..numba_cpu.kernels import load_source_module
+
+# The simulator supports one launch at a time: a launch configures the shared kernel object
+# in place (``kernel[blocks, threads]`` sets its grid on it) and installs its fake ``cuda``
+# module as the one device functions see. Launches, configuration included, take turns.
+_SIM_LAUNCH = threading.Lock()
 
 # ``math`` is the simulator's IEEE twin under NUMBA_ENABLE_CUDASIM (see sim_math)
 HEADER = ("import numpy as np\nfrom numba import cuda\n"
@@ -45,8 +51,11 @@ class Kernel:
 
             from .device import import_cuda
 
-            fn = import_cuda().jit(types.void(*argtypes))(self.pyfunc)
-            self._compiled[argtypes] = fn
+            with LOAD_LOCK:             # two threads' first launches compile it once
+                fn = self._compiled.get(argtypes)
+                if fn is None:
+                    fn = import_cuda().jit(types.void(*argtypes))(self.pyfunc)
+                    self._compiled[argtypes] = fn
         return fn
 
 
@@ -58,13 +67,26 @@ def compile_kernel(name: str, body: str) -> Kernel:
     source = HEADER + body.strip() + "\n"
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     key = (name, digest)
-    if key in _LOADED:
+    kernel = _LOADED.get(key)
+    if kernel is not None:
+        return kernel
+    with LOAD_LOCK:                     # one module per source, also across threads
+        if key not in _LOADED:
+            module = load_source_module(f"rlx_ref_cuda_{name}_{digest}", source,
+                                        cache_dir(), f"cuda_{name}_{digest}.py")
+            _LOADED[key] = Kernel(name, source, module)
         return _LOADED[key]
-    module = load_source_module(f"rlx_ref_cuda_{name}_{digest}", source, cache_dir(),
-                                f"cuda_{name}_{digest}.py")
-    kernel = Kernel(name, source, module)
-    _LOADED[key] = kernel
-    return kernel
+
+
+_SIM: list = []      # [simulator_active()], known once numba.cuda has been imported
+
+
+def _simulated() -> bool:
+    if not _SIM:
+        from .device import simulator_active
+
+        _SIM.append(simulator_active())
+    return _SIM[0]
 
 
 def array_type(dtype):
@@ -94,7 +116,12 @@ class Launch:
     argtypes: tuple
 
     def __call__(self, blocks: int, threads: int, *args) -> None:
-        self.kernel.compiled(self.argtypes)[blocks, threads](*args)
+        fn = self.kernel.compiled(self.argtypes)
+        if _simulated():
+            with _SIM_LAUNCH:
+                fn[blocks, threads](*args)
+        else:
+            fn[blocks, threads](*args)
 
     def key(self) -> tuple:
         return (self.kernel.name, self.kernel.source, tuple(str(t) for t in self.argtypes))

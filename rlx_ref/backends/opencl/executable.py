@@ -6,6 +6,11 @@ dtype and shape, and binds every kernel's arguments. A run uploads each input on
 enqueues every launch without waiting, reads back only the outputs, and then checks the
 plan's error word: a kernel that met a bad index or an integer division by zero wrote
 its node's code there, and the run fails naming that node.
+
+A plan (buffers, bound kernels, error word, queue) serves one run at a time: concurrent
+runs each get one from the executable's ``PlanPool``; the first plan uses the device's
+shared queue, each further one a queue of its own, so runs neither wait for nor read each
+other's work.
 """
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ from ...ir.shape import Dyn
 from ...ops.opdef import RefCtx, get
 from ...runtime.session import CompiledGraph
 from ..base import Executable
-from ..planning import assign_buffers, contiguous, planning, specialize
+from ..planning import PlanPool, assign_buffers, contiguous, planning, specialize
 from . import memory
 from .lowering import ERR_TEXT, LOWERINGS, LowerCtx
 from .program import ProgramBuilder
@@ -87,7 +92,7 @@ class Plan:
         self.inputs = [n for n in graph.nodes if n.kind == "Input"]
         self.params = [n for n in graph.nodes if n.kind == "Param"]
         self._launchers = None
-        self._param_generation = None
+        self._loaded_params = None     # the params snapshot on the device (held: no id reuse)
 
     def finalize(self) -> None:
         """Allocate buffers (liveness reuse) and bind every step (builds the program)."""
@@ -112,15 +117,15 @@ class Plan:
         self.env = env
         self._launchers = launchers
 
-    def load(self, feeds: dict, params: dict, generation=None) -> None:
-        """Upload inputs (by name), and params unless this plan already holds
-        ``generation`` of them (set_param bumps it: params cross the bus once)."""
+    def load(self, feeds: dict, params: dict) -> None:
+        """Upload inputs (by name), and params unless this plan already holds this
+        snapshot of them (set_param makes a new one: params cross the bus once)."""
         q = self.rt.queue
         for n in self.inputs:
             self.env[n.id].set(q, feeds[n.attrs.name])
-        if generation is not None and generation == self._param_generation:
+        if params is self._loaded_params:
             return
-        self._param_generation = generation
+        self._loaded_params = params
         for n in self.params:
             p = params[n.attrs.name]
             if isinstance(p, memory.DevArray):
@@ -139,9 +144,9 @@ class Plan:
                 raise OpenCLRunError(f"at %{node.id} in @{self.graph.name}: {e}\n"
                                      f"  while running: {node}") from e
 
-    def run(self, feeds: dict, params: dict, generation=None) -> list:
+    def run(self, feeds: dict, params: dict) -> list:
         self.finalize()
-        self.load(feeds, params, generation)
+        self.load(feeds, params)
         self.enqueue()
         import pyopencl as cl
 
@@ -203,43 +208,53 @@ class OpenCLExecutable(CompiledGraph, Executable):
         self.device = f"opencl:{device_info.index[0]}:{device_info.index[1]}"
         self.device_info = device_info
         self.options = options
-        self._rt_args = (device_info, context, queue)
-        self._plans: dict = {}
-        self._param_generation = 0
+        self._context, self._queue = context, queue
+        self._pool = PlanPool(self._build_plan)
         if not any(isinstance(d, Dyn) for n in graph.nodes for d in n.shape.dims):
-            self._plans[()] = self._new_plan(graph)
+            self._pool.add((), self._new_plan(graph, queue))
 
-    def _new_plan(self, graph: Graph) -> Plan:
-        plan = Plan(graph, Runtime(*self._rt_args), self.options)
+    @property
+    def _plans(self) -> dict:
+        """The first plan of each binding (what kernel sources describe)."""
+        return self._pool.first
+
+    def _build_plan(self, key: tuple) -> Plan:
+        """A plan for ``key``: on the shared queue when it is the key's first, else on a
+        queue of its own (a run beside another)."""
+        import pyopencl as cl
+
+        queue = self._queue if key not in self._pool.first else \
+            cl.CommandQueue(self._context, self._queue.device)
+        return self._new_plan(specialize(self.graph, dict(key)), queue)
+
+    def _new_plan(self, graph: Graph, queue) -> Plan:
+        plan = Plan(graph, Runtime(self.device_info, self._context, queue), self.options)
         plan.finalize()
         return plan
 
-    def _plan(self, bindings: dict) -> Plan:
-        key = tuple(sorted(bindings.items()))
-        if key not in self._plans:
-            self._plans[key] = self._new_plan(specialize(self.graph, bindings))
-        return self._plans[key]
-
-    def set_param(self, name: str, data) -> None:
-        super().set_param(name, data)
-        self._param_generation += 1
-
     def _execute(self, inputs: dict, params: dict, bindings: dict) -> list:
-        return self._plan(bindings).run(inputs, params, self._param_generation)
+        key = tuple(sorted(bindings.items()))
+        plan = self._pool.acquire(key)
+        try:
+            return plan.run(inputs, params)
+        finally:
+            self._pool.release(key, plan)
 
     def rerun(self) -> None:
         """Run again on the inputs already on the device and wait (no transfers): what a
-        benchmark of device time measures. Needs one ``run`` first."""
-        if len(self._plans) != 1 or next(iter(self._plans.values()))._launchers is None:
+        benchmark of device time measures. Needs one ``run`` first, and repeats the first
+        plan's (a single-threaded caller's) work: not for use beside concurrent runs."""
+        plans = self._pool.plans()
+        if len(plans) != 1 or plans[0]._loaded_params is None:
             raise RuntimeError("rerun() needs exactly one earlier run() to repeat")
-        plan = next(iter(self._plans.values()))
+        plan = plans[0]
         plan.enqueue()
         plan.rt.queue.finish()
         plan.rt.errors.check()
 
     def kernel_sources(self) -> dict:
         out = {}
-        for plan in self._plans.values():
+        for plan in self._pool.plans():
             out.update(plan.kernel_sources())
         return out
 

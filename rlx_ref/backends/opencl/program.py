@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import warnings
 from pathlib import Path
 
@@ -72,20 +73,19 @@ class ProgramBuilder:
     def built(self):
         """The built ``cl.Program`` (built on first use); build errors show the log."""
         if self._program is None:
-            import pyopencl as cl
-
             src = self.full_source()
             dump = os.environ.get("RLX_REF_DUMP_KERNELS")
             if dump:
                 digest = hashlib.sha256(src.encode()).hexdigest()[:16]
                 write_text(Path(dump) / f"opencl_{digest}.cl", src)
-            prog = _BUILT.get(self._key(src))
-            if prog is None:
-                prog = self._build(src, self.options)
-                lacking = sorted(set(self.sources) - set(prog.kernel_names.split(";")))
-                if lacking:
-                    prog = self._rebuild_with(src, f"the built program lacks {lacking[0]}")
-                _BUILT[self._key(src)] = prog
+            with _BUILD_LOCK:           # plans built by two threads share one build
+                prog = _BUILT.get(self._key(src))
+                if prog is None:
+                    prog = self._build(src, self.options)
+                    lacking = sorted(set(self.sources) - set(prog.kernel_names.split(";")))
+                    if lacking:
+                        prog = self._rebuild_with(src, f"the built program lacks {lacking[0]}")
+                    _BUILT[self._key(src)] = prog
             self._program = prog
         return self._program
 
@@ -129,3 +129,4 @@ class ProgramBuilder:
 _BUILT: dict = {}
 _WARNED: list = []              # the first broken build's reason (warn once per process)
 _REBUILDS: list = []            # every rebuild's reason, in order
+_BUILD_LOCK = threading.Lock()
