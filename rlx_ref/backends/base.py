@@ -80,6 +80,11 @@ class Backend:
         """``{kind: why}`` for kinds not run natively (shown in the dispatch report)."""
         return {}
 
+    def accumulation(self) -> list:
+        """The ``Accumulation`` promises that hold here: accuracy beyond the generic
+        contracts, which conformance holds this backend to (none by default)."""
+        return []
+
     def supports(self, kind: str, dtype: DType | None = None) -> bool:
         table = self.supported_ops()
         if kind not in table:
@@ -116,7 +121,8 @@ class Backend:
         return {"emulated": self.emulated, "device": self.device,
                 "declared": {k: (v if v == ALL else sorted(str(d) for d in v))
                              for k, v in sorted(table.items())},
-                "paths": dict(sorted(self.paths().items()))}
+                "paths": dict(sorted(self.paths().items())),
+                "accumulation": [p.describe() for p in self.accumulation()]}
 
 
 class TableBackend(Backend):
@@ -134,6 +140,15 @@ class TableBackend(Backend):
 
     def path_reasons(self) -> dict:
         return self._table().path_reasons()
+
+    def accumulation(self) -> list:
+        return [p for p in self._table().accumulation() if self.promise_holds(p.when)]
+
+    def promise_holds(self, when: str) -> bool:
+        """Whether a promise's device condition ``when`` holds ("" always does)."""
+        if when:
+            raise ValueError(f"{self.name}: unknown accumulation condition {when!r}")
+        return True
 
     def _compile_with(self, graph: Graph, options, make_executable) -> Executable:
         """Fold, DCE, decompose, legalize and fuse ``graph``, then

@@ -5,6 +5,12 @@ Each backend owns one ``LoweringTable``; its family files register
 declared op table (RLX's ``SUPPORTED_OPS``), its per-kind path (native / host / decomposed /
 rewritten) and the reasons shown in the dispatch and coverage reports all come from it, so
 what a backend claims is exactly what it registered.
+
+A lowering may also promise more accuracy than its op's generic contract:
+``@table.accumulates("Cumsum", dtypes=..., in_="f64")`` stacked on its ``@lowers`` says
+the kernel accumulates those dtypes in f64 and rounds once (``when``: only on devices
+where the backend's ``promise_holds`` says so). The conformance comparator holds the kind to the tighter bound
+(``accuracy.promised``).
 """
 from __future__ import annotations
 
@@ -25,12 +31,38 @@ class Lowering:
     reason: str = ""
 
 
+@dataclass(frozen=True)
+class Accumulation:
+    """A promise: ``kind`` (its ``ops`` sub-ops, or all) on ``dtypes`` accumulates in
+    ``in_`` and rounds once to the output dtype."""
+    kind: str
+    dtypes: frozenset
+    in_: str = "f64"
+    ops: tuple = ()
+    when: str = ""              # a device condition the backend checks; "" always
+    reason: str = ""
+
+    def covers(self, kind: str, op: str | None, dtype) -> bool:
+        """Whether this promise applies to a node of ``kind`` (sub-op ``op``) on ``dtype``."""
+        return kind == self.kind and dtype in self.dtypes and (
+            not self.ops or op in self.ops)
+
+    def describe(self) -> str:
+        ops = f" {'/'.join(self.ops)}" if self.ops else ""
+        when = f" (where {self.when})" if self.when else ""
+        return f"{self.kind}{ops} accumulates in {self.in_}{when}"
+
+
+ACC_DTYPES = ("f64",)           # accumulator precisions a promise may name
+
+
 class LoweringTable:
     """Kind → Lowering for one backend; family modules are imported on first use."""
 
     def __init__(self, backend: str, package: str, families: tuple):
         self.backend, self.package, self.families = backend, package, families
         self.entries: dict[str, Lowering] = {}
+        self.promises: list[Accumulation] = []
         self._loaded = False            # True once every family file is imported
         self._loading = threading.RLock()
 
@@ -40,6 +72,20 @@ class LoweringTable:
             if kind in self.entries:
                 raise ValueError(f"{self.backend}: {kind} is lowered twice")
             self.entries[kind] = Lowering(kind, fn, frozenset(dtypes), path, reason)
+            return fn
+        return deco
+
+    def accumulates(self, kind: str, dtypes, in_: str = "f64", ops=(), when: str = "",
+                    reason: str = ""):
+        """Declare that the lowering of ``kind`` accumulates ``dtypes`` in ``in_`` (see the
+        module docstring); stacks above (or below) that kind's ``@lowers``."""
+        if in_ not in ACC_DTYPES:
+            raise ValueError(f"{self.backend}: {kind} accumulates in {in_!r}; expected one "
+                             f"of {ACC_DTYPES}")
+
+        def deco(fn):
+            self.promises.append(Accumulation(kind, frozenset(dtypes), in_, tuple(ops),
+                                              when, reason))
             return fn
         return deco
 
@@ -66,6 +112,10 @@ class LoweringTable:
 
     def path_reasons(self) -> dict:
         return {k: low.reason for k, low in self.load().items() if low.reason}
+
+    def accumulation(self) -> list:
+        self.load()
+        return list(self.promises)
 
 
 def register_leaves(table: LoweringTable) -> None:

@@ -17,6 +17,14 @@ Three kinds (DESIGN.md §5: budgets come from an error model, not one global rto
   order yet still shows one dropped term at K = 4096 (the rigorous ``K·Σ|t|`` would hide
   it); with same-sign terms ``|Σt| = Σ|t|`` covers the K² drift of a sequential sum.
 
+- ``promised(acc, promise, dt)``: a backend's declared accumulation (``Accumulation``,
+  ``@accumulates`` next to its lowering) tightens a reduction. Accumulating in f64 and
+  rounding once, a sum of K terms is off by at most the final rounding (½ ulp; a 16-bit
+  result may go through f32 first, still < 1 ulp: ``ulps`` = 1) plus the f64 sum's own
+  error, the generic model's term at f64's epsilon: ``ulp(|oracle|) + c·eps64·K·scale``
+  (same c, K and scale). An f32 accumulator's c·eps32·K·scale is 2²⁹ times that, so moving
+  the accumulator to f32 shows as soon as its error passes an ulp of the result.
+
 ``eps_w`` is the working precision's epsilon: f32 for f16/bf16 (RLX accumulates them in f32),
 else the case dtype's; ``work="case"`` uses the case dtype (composites whose intermediates
 are stored in it). Results below the smallest normal may be off by it (``ftz``: OpenCL and
@@ -41,6 +49,8 @@ from typing import Any, Callable
 import numpy as np
 
 from ..ir.dtype import DType
+from ._scales import max_abs_broadcast as _max_abs_broadcast
+from ._scales import solve_scale as _solve_scale
 
 EXACT, ULP, REDUCTION = "exact", "ulp", "reduction"
 
@@ -84,6 +94,7 @@ class Accuracy:
     scale_array: Any = field(default=None, compare=False, repr=False)  # bound "rss"...
     scale_unit: float = field(default=1.0, compare=False, repr=False)  # its unit (no overflow)
     inscale: Any = field(default=None, compare=False, repr=False)      # bound max|inputs|
+    accum: DType | None = None     # promised: the accumulator dtype (eps of the c·K term)
 
     def describe(self) -> str:
         """Short form for messages: ``ulp(4, floor 2)``, ``reduction(c=2, K=16, rss)``."""
@@ -93,8 +104,11 @@ class Accuracy:
             fl = f", floor {self.floor:g}" if self.floor else ""
             return f"ulp({self.ulps:g}; f16/bf16 {self.ulps_16:g}{fl})"
         k = "K(attrs)" if callable(self.k) else f"{self.k:g}"
+        acc = ""
+        if self.accum is not None:
+            acc = f", accumulates in {self.accum}"
         return (f"reduction(c={self.c:g}, K={k}, {self.scale}"
-                f"{', mean' if self.mean else ''}, +{self.ulps:g} ulp)")
+                f"{', mean' if self.mean else ''}, +{self.ulps:g} ulp{acc})")
 
 
 def exact(signed_zeros: bool = False, reason: str = "") -> Accuracy:
@@ -232,6 +246,24 @@ def chain_accuracy(steps, dtype: DType) -> Accuracy:
     return dataclasses.replace(acc, work="case" if low else None)
 
 
+# ── accumulation promises ──────────────────────────────────────────────────
+
+def promised(acc: Accuracy, promise, dt: DType) -> Accuracy:
+    """The tighter contract of a reduction whose backend promises to accumulate in
+    ``promise.in_`` (see the module docstring); ``acc`` unchanged where it gives nothing."""
+    accum = DType.parse(promise.in_)
+    if acc.kind != REDUCTION or not _is_float(dt) or eps(accum) >= eps(work_dtype(acc, dt)):
+        return acc
+    return dataclasses.replace(acc, ulps=1.0, ulps_16=1.0, accum=accum,
+                               reason=f"{acc.reason} [promise: {promise.describe()}]".strip())
+
+
+def _promise_for(promises, case, node):
+    op = getattr(node.attrs, "op", None)
+    dt = node.shape.dtype
+    return next((p for p in promises or () if p.covers(case.op, op, dt)), None)
+
+
 # ── overrides from the ledger ──────────────────────────────────────────────
 
 OVERRIDE_KEYS = ("ulps", "c", "floor", "ftz")
@@ -323,6 +355,7 @@ def budget(acc: Accuracy, oracle64: np.ndarray, dt: DType) -> np.ndarray:
             # the bound scale is in units of scale_unit: multiplying those first keeps
             # f64 extremes finite
             unit = acc.scale_unit if acc.scale_array is not None else 1.0
+            ew = ew if acc.accum is None else eps(acc.accum)
             out = out + (acc.c * ew * float(acc.k) * unit) * _scale(acc, finite_mag)
     if acc.ftz:   # OpenCL and CUDA fast-math may flush subnormal results (to ±0)
         out = np.where(finite_mag < tiny(dt), np.maximum(out, tiny(dt)), out)
@@ -355,11 +388,12 @@ def _as_scale(s, shape) -> np.ndarray:
 
 # ── binding a contract to a case's inputs ──────────────────────────────────
 
-def case_accuracy(case, overrides: dict | None = None) -> Accuracy:
+def case_accuracy(case, overrides: dict | None = None, promises=()) -> Accuracy:
     """The contract of a conformance case, bound to its inputs, with ledger overrides.
 
     ``case.accuracy`` wins when set; ``multi:`` cases get ``graph_accuracy``; one-op cases
-    get ``accuracy_for`` on the op node, with input-derived scales computed by ``bind``."""
+    get ``accuracy_for`` on the op node, with input-derived scales computed by ``bind``,
+    tightened by the first of the backend's ``promises`` that covers the node."""
     from ..ops.opdef import get
 
     dt = DType.parse(case.dtype)
@@ -373,6 +407,9 @@ def case_accuracy(case, overrides: dict | None = None) -> Accuracy:
             shapes = [_operand_shape(case, i) for i in node.inputs]
             acc = accuracy_for(get(case.op), node.attrs, shapes, dt)
         acc = bind(acc, case, node)
+        promise = _promise_for(promises, case, node)
+        if promise is not None:
+            acc = promised(acc, promise, dt)
     return apply_override(acc, overrides)
 
 
@@ -442,32 +479,3 @@ def _run64(case, replace: dict, node) -> np.ndarray:
     with np.errstate(all="ignore"):
         outs = Interpreter(case.graph, float64=True).run(inputs, params)
     return np.asarray(outs[list(case.graph.outputs).index(node.id)])
-
-
-def _max_abs_broadcast(values) -> np.ndarray:
-    """max |finite operand| per output element (operands broadcast), or the overall max.
-    Infinite operands count as 0: the NaN/inf rule and the ULPs judge those elements."""
-    mags = [np.abs(v.astype(np.complex128 if v.dtype.kind == "c" else np.float64))
-            for v in values if v is not None and v.dtype.kind in "fcV"]
-    mags = [np.where(np.isfinite(m), m, 0.0) for m in mags]
-    if not mags:
-        return np.zeros(())
-    try:
-        return np.maximum.reduce(np.broadcast_arrays(*mags)) if len(mags) > 1 else mags[0]
-    except ValueError:
-        return np.asarray(max((m.max() if m.size else 0.0) for m in mags))
-
-
-def _solve_scale(a: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """κ∞(A)·max|x| per matrix of A [N, N] or [B, N, N], shaped to broadcast over x."""
-    a = np.asarray(a, np.float64)
-    if a.size == 0 or x.size == 0:
-        return np.zeros(())
-    batched = a.ndim == 3
-    mats = a if batched else a[None]
-    xs = x if batched else x[None]
-    with np.errstate(all="ignore"):
-        cond = np.array([np.linalg.cond(m, np.inf) for m in mats])
-        xmax = np.abs(xs).reshape(len(mats), -1).max(axis=1)
-    s = cond * xmax
-    return s.reshape((-1,) + (1,) * (x.ndim - 1)) if batched else np.asarray(s[0])

@@ -85,6 +85,7 @@ class CaseResult:
     repro: str | None = None
     emulated: bool = False
     path: str = "native"                  # native | rewritten | host | decomposed
+    contract: str = ""                    # the accuracy contract judged by (describe())
 
     def to_json(self) -> dict:
         d = asdict(self)

@@ -24,6 +24,7 @@ _RESULT_FIELDS = {
     "worst_index": (list, "a list of ints"), "budget_ratio": (_NUM, "a number"),
     "seconds": (_NUM, "a number"), "repro": (str, "a string"),
     "emulated": (bool, "true or false"), "path": (str, "a string"),
+    "contract": (str, "a string"),
     "tags": (list, "a list of strings"),
 }
 _REQUIRED = ("case_id", "op", "dtype", "backend", "status")

@@ -57,14 +57,15 @@ def _no_error(case, oracle_message: str) -> str:
             f"mentioning {describe(case.expect_error)} ({oracle_message})")
 
 
-def _judge(case, outs, o64, oc, overrides):
-    """Compare backend outputs with the oracle under the case's accuracy contract."""
+def _judge(case, outs, o64, oc, overrides, promises=()):
+    """Compare backend outputs with the oracle under the case's accuracy contract (tightened
+    by the backend's accumulation ``promises``); returns (verdict, the contract's text)."""
     from .accuracy import case_accuracy
     from .compare import compare_outputs
 
-    acc = case_accuracy(case, overrides)
+    acc = case_accuracy(case, overrides, promises)
     declared = [case.graph.nodes[o].shape for o in case.graph.outputs]
-    return compare_outputs(outs, o64, oc, declared, acc)
+    return compare_outputs(outs, o64, oc, declared, acc), acc.describe()
 
 
 def _run_backend(backend, case) -> list:
@@ -101,7 +102,9 @@ def run_case(backend, case, ledger, *, repro_dir=None, spec=None, oracle=None) -
         if case.expect_error:
             res.status, res.message = MISMATCH, _no_error(case, o64)
         else:
-            v = _judge(case, outs, o64, oc, ledger.overrides(backend.name, case))
+            promises = backend.accumulation() if hasattr(backend, "accumulation") else ()
+            v, res.contract = _judge(case, outs, o64, oc,
+                                     ledger.overrides(backend.name, case), promises)
             res.status, res.message = v.status, v.message
             res.max_abs, res.max_rel, res.max_ulp = v.max_abs, v.max_rel, v.max_ulp
             res.worst_index, res.budget_ratio = v.worst_index, v.budget_ratio

@@ -5,19 +5,17 @@ an accumulator, ``_fin`` finishes it, ``_fix0`` settles the sign of a zero Max/M
 above shared kernel bodies that Numba specializes per dtype. Integers accumulate in i64 and
 wrap when stored; Max/Min run in the input's own dtype (exact anyway, and half the vector
 width of f64), 64 independent lanes in memory, so the loop vectorizes without
-reassociating anything. Float Sum/Mean (``source(op, floats=True)``) sum blocks of
-``BLOCK`` elements in the input dtype as vector lanes held in registers (this module's one
-use of fastmath ``reassoc``) and add the block sums in f64: on a 64M f32 sum, 64 f64 lanes
-kept in memory (a store-to-load round trip per vector) ran 20% slower, f64 lanes in
-registers 10% (twice the instructions per byte). The error is then about eps·‖x‖₂, as
-numpy's pairwise sum; a block whose f32 sum is not finite is summed again in f64, so
-overflow, inf and NaN come out as in an f64 sum.
+reassociating anything. Float Sum/Mean (``source(op, floats=True)``) accumulate in the
+accumulator's type (f64: the backend promises f64 accumulation for f32/f16/bf16) as vector
+lanes held in registers (this module's one use of fastmath ``reassoc``), so the error is
+about eps64·‖x‖₂ before the one rounding to the output dtype, and overflow, inf and NaN
+come out as in an f64 sum. On a 64M f32 sum, 64 f64 lanes kept in memory (a store-to-load
+round trip per vector) ran 20% slower than f32 lanes, f64 lanes in registers about 10%.
 """
 from __future__ import annotations
 
 LANES = 64
 CHUNK = 1 << 16          # elements per parallel task when a few long rows are split
-BLOCK = 2048             # elements per block sum of float Sum/Mean (64 per register lane)
 
 _OPS = {
     "Sum": ("a + v", "a", None),
@@ -72,9 +70,10 @@ def _fold(x, lo, hi, init, lanes):
 '''
 
 _FLOAT_SUM = '''
-@njit(cache=True, error_model="numpy", nogil=True, fastmath={{"reassoc"}})
+@njit(cache=True, error_model="numpy", nogil=True, fastmath={"reassoc"})
 def _bsum(xs, z):
-    # reassoc lets LLVM keep the partial sums in vector registers (8 lanes x 4 chains)
+    # reassoc lets LLVM keep the partial sums in vector registers (lanes x chains); they
+    # have z's type, the accumulator's
     for i in range(xs.size):
         z += xs[i]
     return z
@@ -82,16 +81,7 @@ def _bsum(xs, z):
 
 @njit(**_NJ)
 def _fold(x, lo, hi, init, lanes):
-    # blocks summed in the input dtype, then in f64; a non-finite block is redone in f64
-    acc = init
-    for b0 in range(lo, hi, {block}):
-        blk = x[b0:min(b0 + {block}, hi)]
-        s = _bsum(blk, blk.dtype.type(0))
-        if s - s == 0:
-            acc += s
-        else:
-            acc += _bsum(blk, 0.0)
-    return acc
+    return _bsum(x[lo:hi], init)
 '''
 
 # Max (Min) of floats: +0 (-0) wins over the other zero when present, as the oracle.
@@ -168,12 +158,12 @@ def {name}_chunks_par(out, x, K, init, chunk):
 
 def source(op: str, floats: bool = False) -> tuple[str, str]:
     """(kernel name, Numba source) of Reduce ``op``; ``floats``: float input (Sum and Mean
-    then use the block sums)."""
+    then use the register-lane sum)."""
     comb, fin, fix = _OPS[op]
     blocks = floats and op in ("Sum", "Mean")
     name = f"reduce_{op.lower()}{'_f' if blocks else ''}"
     parts = [_HELPERS.format(comb=comb, fin=fin, fix0=_FIX0[fix]),
-             _FLOAT_SUM.format(block=BLOCK) if blocks else _LANE_FOLD.format(lanes=LANES)]
+             _FLOAT_SUM if blocks else _LANE_FOLD.format(lanes=LANES)]
     for sfx, rng, par in (("", "range", ""), ("_par", "prange", ", parallel=True")):
         parts.append(_KERNELS.format(name=name, sfx=sfx, rng=rng, par=par, lanes=LANES))
     parts.append(_CHUNKED.format(name=name, lanes=LANES))

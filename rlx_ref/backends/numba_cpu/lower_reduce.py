@@ -30,11 +30,15 @@ from ._reduce_geom import (
     tile_columns,
 )
 from .kernels import compile_kernel
-from .lowering import JitCall, Step, lowers
+from .lowering import JitCall, Step, accumulates, lowers
 
 INTS = (DType.I8, DType.I16, DType.I32, DType.I64, DType.U8, DType.U32)
 FLOATS16 = (DType.F32, DType.F64) + SIXTEEN
 NUMERIC = FLOATS16 + INTS
+NARROW = (DType.F32,) + SIXTEEN       # floats for which an f64 accumulator is a promise
+# The accumulator type of Sum/Mean/Prod and the scans, by input class: the promises below
+# rest on the float one (a test moves it to f32 to check that conformance notices).
+ACC = {"float": np.float64, "int": np.int64}
 
 
 def _identity(op: str, dt: DType):
@@ -46,7 +50,7 @@ def _identity(op: str, dt: DType):
             return kt.type(-np.inf if op == "Max" else np.inf)
         info = np.iinfo(kt)
         return kt.type(info.min if op == "Max" else info.max)
-    return (np.float64 if dt.is_float else np.int64)(0 if op in ("Sum", "Mean") else 1)
+    return ACC["float" if dt.is_float else "int"](0 if op in ("Sum", "Mean") else 1)
 
 
 def _kernel(mod, *args):
@@ -56,6 +60,8 @@ def _kernel(mod, *args):
 
 # ── Reduce ────────────────────────────────────────────────────────────────
 
+@accumulates("Reduce", NARROW, "f64", ops=("Sum", "Mean"),
+             reason="float sums run in f64 lanes, rounded once")
 @lowers("Reduce", NUMERIC, reason=SHADOW_NOTE)
 def lower_reduce(node, ins, ctx) -> Step:
     a = node.attrs
@@ -145,6 +151,7 @@ def lower_scan(node, ins, ctx) -> Step:
 
 for _kind in ("Cumsum", "CumProd", "CumMax"):
     lowers(_kind, NUMERIC, reason=SHADOW_NOTE)(lower_scan)
+accumulates("Cumsum", NARROW, "f64", reason="the running sum is an f64")(lower_scan)
 
 
 # ── ArgMax, ArgMin, TopK ──────────────────────────────────────────────────

@@ -39,6 +39,12 @@ def lowers(kind: str, dtypes=KERNEL_DTYPES, path: str = "native", reason: str = 
     return TABLE.lowers(kind, dtypes, path, reason)
 
 
+def accumulates(kind: str, dtypes, in_: str = "f64", ops=(), when: str = "",
+                reason: str = ""):
+    """Promise that ``kind`` accumulates ``dtypes`` in ``in_`` (``LoweringTable.accumulates``)."""
+    return TABLE.accumulates(kind, dtypes, in_, ops, when, reason)
+
+
 @dataclass(frozen=True)
 class JitCall:
     """How compiled code (a loop driver, ``loop_driver.py``) runs a step without Python.

@@ -29,6 +29,10 @@ from ._reduce_c import (
     vec_defs,
 )
 
+# The wide accumulator of f32/f16/bf16 sums and products; the backend's Cumsum promise
+# rests on it (a test narrows it to float to check that conformance notices).
+WIDE = "double"
+
 _COMB = {   # (scalar, vector)
     "Cumsum": ("((a) + (v))",) * 2,
     "CumProd": ("((a) * (v))",) * 2,
@@ -47,7 +51,7 @@ def scan_defs(kind: str, dt: DType, wide: bool, device) -> dict:
     else:
         ct = compute_type(dt, unsigned=True)
         if wide and dt.is_float:
-            ct = "double"
+            ct = WIDE
         comb, ident = _COMB[kind], "0" if kind == "Cumsum" else "1"
     vec = vec_defs(device, ct, {"x": dt}, dt)
     return {"XT": BUFFER[dt], "ACC": ct, "ACCV": f"{ct}{vec['VW']}",

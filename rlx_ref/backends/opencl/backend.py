@@ -59,6 +59,15 @@ class OpenCLBackend(TableBackend):
         return {k: (v if fp64 else frozenset(d for d in v if d is not DType.F64))
                 for k, v in self._table().supported_ops().items()}
 
+    def promise_holds(self, when: str) -> bool:
+        """``cpu_fp64``: the device has cl_khr_fp64 and gets the CPU-style kernels."""
+        if when != "cpu_fp64":
+            return super().promise_holds(when)
+        from . import _reduce_c as rc
+
+        dev = self._device()
+        return bool(dev and dev[0].fp64 and not rc.gpu_style(dev[0]))
+
     def compile(self, graph: Graph, options=None):
         """Run the compile pipeline (fold, DCE, decompose, legalize, fuse), then plan."""
         from .executable import OpenCLExecutable

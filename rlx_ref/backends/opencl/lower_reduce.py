@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from ...ir.dtype import DType
 from . import _reduce_c as rc
 from . import _reduce_fold, _reduce_scan, _reduce_select, _reduce_softmax, memory
 from ._reduce_c import (
@@ -30,7 +31,7 @@ from ._reduce_c import (
     wg_size,
 )
 from .launch import scalar
-from .lowering import Step, lowers
+from .lowering import Step, accumulates, lowers
 
 # a row is cut into segments when the rows alone cannot keep the device busy
 _MIN_SEGMENT = {False: 1 << 15, True: 1 << 13}      # by gpu_style
@@ -189,6 +190,8 @@ def lower_scan(node, ins, ctx) -> Step:
 
 for _kind in ("Cumsum", "CumProd", "CumMax"):
     lowers(_kind, FLOATS + INTS)(lower_scan)
+accumulates("Cumsum", (DType.F32, DType.F16, DType.BF16), "f64", when="cpu_fp64",
+            reason="CPU-style scans run in double where the device has fp64")(lower_scan)
 
 
 # ── ArgMax, ArgMin, TopK ──────────────────────────────────────────────────

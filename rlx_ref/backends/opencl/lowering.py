@@ -52,6 +52,12 @@ def lowers(kind: str, dtypes=BASE_DTYPES + (DType.F64,), path: str = "native",
     return TABLE.lowers(kind, dtypes, path, reason)
 
 
+def accumulates(kind: str, dtypes, in_: str = "f64", ops=(), when: str = "",
+                reason: str = ""):
+    """Promise that ``kind`` accumulates ``dtypes`` in ``in_`` (``LoweringTable.accumulates``)."""
+    return TABLE.accumulates(kind, dtypes, in_, ops, when, reason)
+
+
 @dataclass
 class Step:
     """``bind(out, *ins) -> launcher``: called once per plan with the node's device
