@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from rlx_ref.backends.lowering_table import Accumulation, LoweringTable
+from rlx_ref.backends.numba_cpu import _reduce_norm as numba_norm
 from rlx_ref.backends.numba_cpu import lower_reduce as numba_reduce
 from rlx_ref.backends.registry import get_backend
 from rlx_ref.conformance import accuracy as A
@@ -20,9 +21,10 @@ F32 = DType.F32
 K = 4096
 
 
-def _case(kind, attrs, x, name):
-    g = single_op_graph(kind, attrs, [x], None)
-    return Case(name, kind, DType.of(x).display, ("accumulation",), g, {"x0": x})
+def _case(kind, attrs, x, name, *more):
+    g = single_op_graph(kind, attrs, [x, *more], None)
+    feeds = {f"x{i}": v for i, v in enumerate([x, *more])}
+    return Case(name, kind, DType.of(x).display, ("accumulation",), g, feeds)
 
 
 def _offset(shape, seed=0):
@@ -55,6 +57,21 @@ def _cases(kinds):
             if "Cumsum" in kinds:
                 attrs = get("Cumsum").attrs(axis, False)
                 out.append(_case("Cumsum", attrs, x, f"Cumsum-{name}"))
+    return out
+
+
+def _norm_cases():
+    """LayerNorm over the last axis (blocks) and a middle one (columns), RmsNorm and
+    GroupNorm, each on a 1e4 + N(0, 1) input; gamma and beta N(0, 1)."""
+    rng = np.random.default_rng(2)
+    out = []
+    for kind, shape, attrs, c in (
+            ("LayerNorm", (6, 512), get("LayerNorm").attrs(-1, 1e-5), 512),
+            ("LayerNorm", (4, 512, 3), get("LayerNorm").attrs(1, 1e-5), 512),
+            ("RmsNorm", (6, 512), get("RmsNorm").attrs(-1, 1e-5), 512),
+            ("GroupNorm", (2, 8, 128), get("GroupNorm").attrs(2, 1e-5), 8)):
+        g, b = (rng.standard_normal(c).astype(np.float32) for _ in "gb")
+        out.append(_case(kind, attrs, _offset(shape, 3), f"{kind}-{len(shape)}d", g, b))
     return out
 
 
@@ -153,6 +170,12 @@ def test_numba_cpu_f32_accumulator_fails_the_promise(monkeypatch):
         i: r.message for i, r in generic.items() if r.status != OK}
     assert all("accumulates" not in r.contract for r in generic.values())
     assert all(r.budget_ratio > 1 for i, r in moved.items() if i not in _LANE_ROWS)
+
+
+def test_numba_cpu_f32_norm_statistics_fail_the_promise(monkeypatch):
+    backend = get_backend("numba-cpu")
+    _check_promise_catches_f32(backend, _norm_cases(),
+                               lambda: monkeypatch.setattr(numba_norm, "ACC", "np.float32"))
 
 
 def _opencl():

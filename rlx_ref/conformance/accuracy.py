@@ -23,7 +23,9 @@ Three kinds (DESIGN.md §5: budgets come from an error model, not one global rto
   result may go through f32 first, still < 1 ulp: ``ulps`` = 1) plus the f64 sum's own
   error, the generic model's term at f64's epsilon: ``ulp(|oracle|) + c·eps64·K·scale``
   (same c, K and scale). An f32 accumulator's c·eps32·K·scale is 2²⁹ times that, so moving
-  the accumulator to f32 shows as soon as its error passes an ulp of the result.
+  the accumulator to f32 shows as soon as its error passes an ulp of the result. Norms
+  promising f64 statistics and an f64 affine step get the same form on their row scale;
+  it leaves out centering's eps64·K·|x|/σ, below the final rounding while K·|x|/σ < 1e8.
 
 ``eps_w`` is the working precision's epsilon: f32 for f16/bf16 (RLX accumulates them in f32),
 else the case dtype's; ``work="case"`` uses the case dtype (composites whose intermediates

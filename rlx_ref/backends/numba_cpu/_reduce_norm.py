@@ -10,6 +10,10 @@ S = 1; a GroupNorm group: C/groups channels × S spatial), the affine channel be
 """
 from __future__ import annotations
 
+# The statistics' accumulator type; the backend's f64 promise for the normalizations rests
+# on it (a test moves it to np.float32 to check that conformance notices).
+ACC = "np.float64"
+
 SOURCE = '''
 _NJ = dict(inline="always", error_model="numpy", cache=True)
 # fastmath "contract" only fuses a*b + c into one FMA (one rounding instead of two).
@@ -23,26 +27,26 @@ _RJ = dict(cache=True, error_model="numpy", nogil=True, fastmath={"reassoc", "co
 
 @njit(**_RJ)
 def _sum(xr):
-    s = 0.0
+    s = ACC_T(0.0)
     for i in range(xr.size):
-        s += np.float64(xr[i])
+        s += ACC_T(xr[i])
     return s
 
 
 @njit(**_RJ)
 def _sq_dev(xr, mean):
-    q = 0.0
+    q = ACC_T(0.0)
     for i in range(xr.size):
-        d = np.float64(xr[i]) - mean
+        d = ACC_T(ACC_T(xr[i]) - mean)
         q += d * d
     return q
 
 
 @njit(**_NJ)
 def _moments(xr, rms):
-    """(mean, biased variance) of the view ``xr`` in f64; RmsNorm: (0, mean square)."""
+    """(mean, biased variance) of the view ``xr`` in ACC_T; RmsNorm: (0, mean square)."""
     n = xr.size
-    mean = _sum(xr) / n if not rms else 0.0
+    mean = ACC_T(_sum(xr) / n) if not rms else ACC_T(0.0)
     return mean, _sq_dev(xr, mean) / n
 '''
 
@@ -82,7 +86,7 @@ def norm_cols{sfx}(out, x, g, b, C, inner, eps, rms, ib):
         i0 = (t % nb) * ib
         w = min(ib, inner - i0)
         base0 = o * C * inner + i0
-        mean = np.zeros(w)
+        mean = np.zeros(w, ACC_T)
         if not rms:
             for c in range(C):
                 xs = x[base0 + c * inner:base0 + c * inner + w]
@@ -90,11 +94,11 @@ def norm_cols{sfx}(out, x, g, b, C, inner, eps, rms, ib):
                     mean[i] += xs[i]
             for i in range(w):
                 mean[i] /= C
-        rstd = np.zeros(w)
+        rstd = np.zeros(w, ACC_T)
         for c in range(C):
             xs = x[base0 + c * inner:base0 + c * inner + w]
             for i in range(w):
-                d = xs[i] - mean[i]
+                d = ACC_T(xs[i] - mean[i])
                 rstd[i] += d * d
         for i in range(w):
             rstd[i] = 1.0 / np.sqrt(rstd[i] / C + eps)
@@ -128,8 +132,8 @@ def batchnorm{sfx}(out, x, g, b, m, v, eps, ntask):
 
 def source() -> tuple[str, str]:
     """(kernel name, Numba source) of the normalization kernels."""
-    parts = [SOURCE]
+    parts = [SOURCE.replace("ACC_T", ACC)]
     for sfx, rng, par in (("", "range", ""), ("_par", "prange", ", parallel=True")):
-        parts.append(_KERNELS.format(sfx=sfx, rng=rng, par=par))
+        parts.append(_KERNELS.format(sfx=sfx, rng=rng, par=par).replace("ACC_T", ACC))
     parts.append("norm = norm_blocks\n")
     return "norm", "\n".join(parts)

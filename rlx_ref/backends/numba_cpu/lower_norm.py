@@ -25,8 +25,10 @@ from ._reduce_geom import (
     tile_columns,
 )
 from .kernels import compile_kernel
-from .lower_reduce import FLOATS16
-from .lowering import JitCall, Step, lowers
+from .lower_reduce import FLOATS16, NARROW
+from .lowering import JitCall, Step, accumulates, lowers
+
+_F64_STATS = "mean and variance in f64, the affine step in f64, one rounding"
 
 
 def _norm_kernel():
@@ -86,14 +88,17 @@ def lower_axis_norm(node, ins, ctx) -> Step:
 
 for _kind in ("LayerNorm", "RmsNorm"):
     lowers(_kind, FLOATS16, reason=SHADOW_NOTE)(lower_axis_norm)
+    accumulates(_kind, NARROW, "f64", reason=_F64_STATS)(lower_axis_norm)
 
 
+@accumulates("LayerNorm2d", NARROW, "f64", reason=_F64_STATS)
 @lowers("LayerNorm2d", FLOATS16, reason=SHADOW_NOTE)
 def lower_layer_norm2d(node, ins, ctx) -> Step:
     outer, c, inner = split3(ins[0].dims, 1, 2)
     return _feature_norm(node, ins, outer, c, inner, float(node.attrs.eps), False)
 
 
+@accumulates("GroupNorm", NARROW, "f64", reason=_F64_STATS)
 @lowers("GroupNorm", FLOATS16, reason=SHADOW_NOTE)
 def lower_group_norm(node, ins, ctx) -> Step:
     dims = [int(d) for d in ins[0].dims]
