@@ -5,6 +5,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from rlx_ref._readers import FileInputError
 from rlx_ref.backends.lowering_table import Accumulation, LoweringTable
 from rlx_ref.backends.numba_cpu import _reduce_norm as numba_norm
 from rlx_ref.backends.numba_cpu import lower_reduce as numba_reduce
@@ -99,7 +100,9 @@ def test_numba_cpu_declares_f64_sums_and_scans():
     assert not red.covers("Reduce", "Max", F32) and not red.covers("Reduce", "Sum", DType.F64)
     assert any(p.covers("Cumsum", None, DType.F16) for p in promises)
     desc = get_backend("numba-cpu").describe()["accumulation"]
-    assert "Reduce Sum/Mean accumulates in f64" in desc
+    assert {"kind": "Reduce", "ops": ["Sum", "Mean"], "in": "f64",
+            "dtypes": ["bf16", "f16", "f32"],
+            "text": "Reduce Sum/Mean accumulates in f64"} in desc
 
 
 def test_a_promise_names_a_known_accumulator_and_condition():
@@ -214,3 +217,26 @@ def test_results_record_the_contract():
     d = r.to_json()
     assert "accumulates in f64" in d["contract"]
     assert dataclasses.replace(r, contract="").to_json()["contract"] == ""
+
+
+def test_report_shows_the_kinds_held_to_an_accumulation_contract(tmp_path):
+    from rlx_ref.conformance import report
+    from rlx_ref.conformance.runner import results_document, write_results
+
+    backend = get_backend("numba-cpu")
+    results = [run_case(backend, c, Ledger([])).to_json() for c in _cases(("Cumsum",))[:2]]
+    path = tmp_path / "results.json"
+    write_results(results_document([backend], results, machine="m"), path)
+    rep = report.render_json(report.load_results(path))
+    held = {a["kind"]: a for a in rep["accumulation"]}
+    assert held["Cumsum"] == {"column": "numba-cpu", "kind": "Cumsum", "cases": 2, "ok": 2,
+                              "promise": "Cumsum accumulates in f64"}
+    assert held["Reduce"]["cases"] == 0            # declared, no cases in this file
+    page = report.render_markdown(report.load_results(path))
+    assert "## Accumulation contracts" in page
+    assert "| **numba-cpu** | `Cumsum` | Cumsum accumulates in f64 | 2 | 2/2 |" in page
+    bad = results_document([backend], results, machine="m")
+    bad["backends"]["numba-cpu"]["accumulation"] = ["Cumsum"]
+    write_results(bad, path)
+    with pytest.raises(FileInputError, match="accumulation is not a list of promises"):
+        report.load_results(path)

@@ -122,7 +122,7 @@ class Backend:
                 "declared": {k: (v if v == ALL else sorted(str(d) for d in v))
                              for k, v in sorted(table.items())},
                 "paths": dict(sorted(self.paths().items())),
-                "accumulation": [p.describe() for p in self.accumulation()]}
+                "accumulation": [p.to_json() for p in self.accumulation()]}
 
 
 class TableBackend(Backend):

@@ -9,8 +9,8 @@ what a backend claims is exactly what it registered.
 A lowering may also promise more accuracy than its op's generic contract:
 ``@table.accumulates("Cumsum", dtypes=..., in_="f64")`` stacked on its ``@lowers`` says
 the kernel accumulates those dtypes in f64 and rounds once (``when``: only on devices
-where the backend's ``promise_holds`` says so). The conformance comparator holds the kind to the tighter bound
-(``accuracy.promised``).
+where the backend's ``promise_holds`` says so). The conformance comparator holds the kind
+to the tighter bound (``accuracy.promised``).
 """
 from __future__ import annotations
 
@@ -46,6 +46,11 @@ class Accumulation:
         """Whether this promise applies to a node of ``kind`` (sub-op ``op``) on ``dtype``."""
         return kind == self.kind and dtype in self.dtypes and (
             not self.ops or op in self.ops)
+
+    def to_json(self) -> dict:
+        """What a results file records (``rlx-ref conformance --out``)."""
+        return {"kind": self.kind, "ops": list(self.ops), "in": self.in_,
+                "dtypes": sorted(str(d) for d in self.dtypes), "text": self.describe()}
 
     def describe(self) -> str:
         ops = f" {'/'.join(self.ops)}" if self.ops else ""

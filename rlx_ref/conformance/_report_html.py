@@ -31,6 +31,12 @@ ERRORS_NOTE = ("Inputs on which the oracle raises: out-of-range, negative, NaN a
                "in `rlx_ref/conformance/errors.py`); returning values is MISMATCH. Cells: error "
                "cases passed / error cases that ran.")
 PAGE_FAILURES = 5         # failure rows per op and backend on the pages (JSON: all)
+ACCUMULATION_NOTE = ("Kinds whose backend declares a higher accumulation precision than the "
+                     "generic contract assumes (`@accumulates` beside its lowering): those "
+                     "cases are judged by the tighter bound of `accuracy.promised` (one "
+                     "final rounding plus the f64 sum's error), so a kernel whose "
+                     "accumulator drops to f32 fails them. Cases held: cases judged so; "
+                     "passed: of those.")
 RATE_NOTE = ("Cells: cases that passed / cases that ran (declared-unsupported cases did not "
              "run; expected failures count as not passed).")
 
@@ -109,6 +115,14 @@ def _blocks(rep: dict) -> list:
     out.append(_cells_table(["Op"], rep["errors"], cols,
                             [[f"`{r['name']}`"] for r in rep["errors"]])
                if rep.get("errors") else ("p", "No error cases in these results."))
+    out.append(("h", 2, "Accumulation contracts"))
+    acc = rep.get("accumulation") or []
+    out += [("p", ACCUMULATION_NOTE),
+            ("table", ["Backend", "Op", "Promise", "Cases held", "Passed"],
+             [[f"**{a['column']}**", f"`{a['kind']}`", a["promise"], str(a["cases"]),
+               f"{a['ok']}/{a['cases']}"] for a in acc], "lllrr", None)
+            ] if acc else [("p", "No backend in these results declares an accumulation "
+                                 "contract.")]
     out.append(("h", 2, "Multi-op cases"))
     out.append(_cells_table(["Case", "Dtypes"], rep["multi"], cols,
                             [[f"`{m['name']}`", ", ".join(m["dtypes"])] for m in rep["multi"]])

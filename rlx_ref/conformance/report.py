@@ -40,6 +40,7 @@ class Column:
     machines: set = field(default_factory=set)
     declared: dict = field(default_factory=dict)   # kind -> sorted dtype names | "all"
     paths: dict = field(default_factory=dict)      # kind -> native|rewritten|decomposed|host
+    promises: dict = field(default_factory=dict)   # kind -> accumulation promise texts
 
 
 @dataclass
@@ -136,6 +137,11 @@ def _column(merged: Merged, name: str, emulated: bool, info: dict, host: str) ->
         col.devices.add(str(info["device"]))
     _merge_declared(col.declared, info.get("declared") or {})    # unions: merging is
     _merge_paths(col.paths, info.get("paths") or {})             # idempotent
+    for p in info.get("accumulation") or ():
+        texts = col.promises.setdefault(p["kind"], [])
+        text = p.get("text") or p["kind"]
+        if text not in texts:
+            texts.append(text)
     return col
 
 
@@ -277,6 +283,13 @@ def render_json(merged: Merged, registry=None) -> dict:
                       "dtypes": sorted({r.dtype for r in rows}),
                       "cells": {c.label: _cell(statuses(c.label, op), True) for c in cols}})
 
+    held = []       # per backend, the kinds held to a declared accumulation contract
+    for c in cols:
+        for kind in sorted(c.promises):
+            rows = [r for r in by_col_op.get((c.label, kind), []) if "accumulates" in r.contract]
+            held.append({"column": c.label, "kind": kind, "promise": "; ".join(c.promises[kind]),
+                         "cases": len(rows), "ok": sum(r.status == "ok" for r in rows)})
+
     failures, order = [], {c.label: i for i, c in enumerate(cols)}
     for (label, case_id), seen in sorted(merged.results.items(), key=lambda kv: (
             order[kv[0][0]], kv[1].result.op, kv[1].result.dtype, kv[0][1])):
@@ -301,6 +314,7 @@ def render_json(merged: Merged, registry=None) -> dict:
         "tags": rates(lambda r: sorted(set(r.tags))),
         "errors": rates(lambda r: [r.op] if ERROR_TAG in r.tags else []),
         "multi": multi,
+        "accumulation": held,
         "failures": failures,
         "not_run": sorted(kinds - ops_seen),
         "unknown_ops": sorted(o for o in ops_seen - kinds if not o.startswith("multi:")),

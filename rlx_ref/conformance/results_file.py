@@ -78,6 +78,11 @@ def _check_backend(path, name: str, info) -> None:
     paths = info.get("paths") or {}
     if not isinstance(paths, dict) or not all(isinstance(v, str) for v in paths.values()):
         _fail(path, f"{where}.paths is not a map of kind -> path name")
+    promises = info.get("accumulation") or []
+    if not isinstance(promises, list) or not all(
+            isinstance(p, dict) and isinstance(p.get("kind"), str) and
+            isinstance(p.get("text", ""), str) for p in promises):
+        _fail(path, f"{where}.accumulation is not a list of promises with a kind and text")
 
 
 def read_results_file(path) -> dict:
