@@ -199,6 +199,16 @@ def test_opencl_f32_scan_accumulator_fails_the_promise(monkeypatch):
                                lambda: monkeypatch.setattr(_reduce_scan, "WIDE", "float"))
 
 
+def test_opencl_f32_norm_statistics_fail_the_promise(monkeypatch):
+    from rlx_ref.backends.opencl import _reduce_norm
+
+    cl = _opencl()
+    if not any(p.kind == "LayerNorm" for p in cl.accumulation()):
+        pytest.skip(f"{cl.device}: no fp64 CPU-style norms, so no promise to check")
+    _check_promise_catches_f32(cl, _norm_cases(),
+                               lambda: monkeypatch.setattr(_reduce_norm, "WIDE", "float"))
+
+
 def test_opencl_promises_follow_the_device(monkeypatch):
     from rlx_ref.backends.opencl import _reduce_c
 
@@ -208,7 +218,9 @@ def test_opencl_promises_follow_the_device(monkeypatch):
     assert not cl.accumulation()        # work-group scans run in float
     fp64 = bool(cl._device()[0].fp64)
     monkeypatch.setattr(_reduce_c, "gpu_style", lambda device: False)
-    assert any(p.kind == "Cumsum" for p in cl.accumulation()) == fp64
+    kinds = {p.kind for p in cl.accumulation()}
+    assert kinds == ({"Cumsum", "LayerNorm", "RmsNorm", "GroupNorm", "LayerNorm2d"}
+                     if fp64 else set())
 
 
 def test_results_record_the_contract():

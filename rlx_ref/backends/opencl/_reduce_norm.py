@@ -1,7 +1,9 @@
 """OpenCL C of the normalizations: LayerNorm, RmsNorm, GroupNorm, LayerNorm2d, BatchNorm.
 
 Statistics are two-pass (the mean, then Σ(x - mean)², which stays accurate where
-E[x²] - E[x]² cancels) in the compute type: double when any operand is f64, else float.
+E[x²] - E[x]² cancels) in the compute type: double when any operand is f64 or, with
+``wide`` (CPU-style kernels on a device with fp64), for every dtype, else float. A float
+mean of 1e4 + N(0, 1) keeps only about three digits of the deviations.
 RmsNorm is the same kernel with the mean fixed at 0. ``rows_*`` normalize contiguous
 blocks of ``Cg·S`` elements (a LayerNorm row over the last axis: Cg = C, S = 1; a
 GroupNorm group: C/groups channels × S spatial positions), the affine channel of element
@@ -17,9 +19,15 @@ from ...ir.dtype import DType
 from ._reduce_c import BUFFER, load, render, store, unroll, vec_defs
 
 
-def norm_defs(dts: list, device, rms: bool = False) -> dict:
-    """Macros for x (``dts[0]``, also the output) and its per-feature operands."""
-    ct = "double" if DType.F64 in dts else "float"
+# The wide compute type; the backend's f64 promise for the normalizations rests on it (a
+# test narrows it to float to check that conformance notices).
+WIDE = "double"
+
+
+def norm_defs(dts: list, device, rms: bool = False, wide: bool = False) -> dict:
+    """Macros for x (``dts[0]``, also the output) and its per-feature operands; ``wide``:
+    compute in ``WIDE`` whatever the dtypes."""
+    ct = "double" if DType.F64 in dts else WIDE if wide else "float"
     vec = vec_defs(device, ct, dict(zip("xgbmv", dts)), dts[0])
     defs = {"CT": ct, "CTV": f"{ct}{vec['VW']}", "RMS": str(int(rms)), "XT": BUFFER[dts[0]],
             "STO(i, v)": store(dts[0], "out", "(i)", "(v)"), **vec}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+from ...ir.dtype import DType
 from . import _reduce_c as rc
 from . import _reduce_norm
 from ._reduce_c import (
@@ -23,7 +24,10 @@ from ._reduce_c import (
     wg_size,
 )
 from .launch import scalar
-from .lowering import Step, lowers
+from .lowering import Step, accumulates, lowers
+
+_WIDE_STATS = "CPU-style kernels compute in double where the device has fp64"
+_NARROW = (DType.F32, DType.F16, DType.BF16)
 
 
 def _check_vectors(node, ins, size: int, names) -> None:
@@ -33,13 +37,18 @@ def _check_vectors(node, ins, size: int, names) -> None:
                              f"(shape {list(s.dims)}), expected {size} (at %{node.id})")
 
 
+def _wide(dev) -> bool:
+    """Whether the statistics run in double for every dtype (``_reduce_norm.norm_defs``)."""
+    return bool(dev.fp64) and not rc.gpu_style(dev)
+
+
 def _eps(defs: dict, eps: float):
     return scalar(eps, defs["CT"])
 
 
 def _blocks(node, ins, ctx, rows: int, groups: int, cg: int, s: int, rms: bool) -> Step:
     """Normalize ``rows`` contiguous blocks of ``cg·s`` elements."""
-    defs = _reduce_norm.norm_defs([t.dtype for t in ins], ctx.device, rms)
+    defs = _reduce_norm.norm_defs([t.dtype for t in ins], ctx.device, rms, _wide(ctx.device))
     dev, q = ctx.device, ctx.queue
     gpu = rc.gpu_style(dev)
     wg = wg_size(dev)
@@ -54,7 +63,7 @@ def _blocks(node, ins, ctx, rows: int, groups: int, cg: int, s: int, rms: bool) 
 
 def _lines(node, ins, ctx, outer: int, c: int, inner: int, rms: bool) -> Step:
     """Normalize the ``c`` elements of each line of ``[outer, c, inner]``."""
-    defs = _reduce_norm.norm_defs([t.dtype for t in ins], ctx.device, rms)
+    defs = _reduce_norm.norm_defs([t.dtype for t in ins], ctx.device, rms, _wide(ctx.device))
     dev, q = ctx.device, ctx.queue
     gpu = rc.gpu_style(dev)
     blocks = not gpu
@@ -80,8 +89,10 @@ def lower_axis_norm(node, ins, ctx) -> Step:
 
 for _kind in ("LayerNorm", "RmsNorm"):
     lowers(_kind, FLOATS)(lower_axis_norm)
+    accumulates(_kind, _NARROW, when="cpu_fp64", reason=_WIDE_STATS)(lower_axis_norm)
 
 
+@accumulates("LayerNorm2d", _NARROW, when="cpu_fp64", reason=_WIDE_STATS)
 @lowers("LayerNorm2d", FLOATS)
 def lower_layer_norm2d(node, ins, ctx) -> Step:
     outer, c, inner = split3(ins[0].dims, 1, 2)
@@ -91,6 +102,7 @@ def lower_layer_norm2d(node, ins, ctx) -> Step:
     return _lines(node, ins, ctx, outer, c, inner, False)
 
 
+@accumulates("GroupNorm", _NARROW, when="cpu_fp64", reason=_WIDE_STATS)
 @lowers("GroupNorm", FLOATS)
 def lower_group_norm(node, ins, ctx) -> Step:
     dims = [int(d) for d in ins[0].dims]
