@@ -252,3 +252,26 @@ def test_report_shows_the_kinds_held_to_an_accumulation_contract(tmp_path):
     write_results(bad, path)
     with pytest.raises(FileInputError, match="accumulation is not a list of promises"):
         report.load_results(path)
+
+
+def test_a_promise_drops_the_case_dtype_fallback():
+    from rlx_ref.conformance.compare import compare
+    from rlx_ref.ir.shape import Shape
+
+    x = _offset((K,))
+    o64 = np.asarray([x.astype(np.float64).sum()])
+    seq = np.float32(0)
+    for v in x:                      # a sequential f32 sum: the case-dtype oracle's kind
+        seq = np.float32(seq + v)
+    got = oc = np.asarray([seq], np.float32)
+    assert abs(float(seq) - o64[0]) > 2 * A.ulp_of(o64, F32)[0]
+    tight = A.reduction(2, K, "all", ulps=1.0)
+    promise = Accumulation("Reduce", frozenset({F32}), "f64", ("Sum",))
+    tight = A.promised(tight, promise, F32)
+    d = Shape((1,), F32)
+    # one ulp alone would fail it too; the case-dtype oracle's own error is what lets it pass
+    one_ulp = A.reduction(0, K, "all", ulps=1.0)
+    assert compare(got, o64, oc, d, one_ulp).ok
+    assert not compare(got, o64, None, d, one_ulp).ok
+    v = compare(got, o64, oc, d, tight)
+    assert v.status == MISMATCH and "accumulates in f64" in v.message
