@@ -56,10 +56,11 @@ def every_kernel(dev):
         for k in _reduce_softmax._TEMPLATES:
             yield f"Softmax {dt} {k}", _reduce_softmax.source(k, dt, dev, 64)[1]
         for dts in ([dt] * 3, [dt] * 5, [dt, DType.F64, DType.F64]):
-            for rms in (False, True):
-                defs = _reduce_norm.norm_defs(dts, dev, rms)
+            for rms, wide in ((False, False), (True, False), (False, True), (True, True)):
+                defs = _reduce_norm.norm_defs(dts, dev, rms, wide)
                 for k in _reduce_norm._TEMPLATES:
-                    yield f"Norm {dts} {k}", _reduce_norm.source(k, defs, 64)[1]
+                    yield (f"Norm {dts} {k}{' wide' if wide else ''}",
+                           _reduce_norm.source(k, defs, 64)[1])
 
 
 def test_avx2_cpus_get_no_8_wide_64_bit_vectors():
@@ -70,6 +71,7 @@ def test_avx2_cpus_get_no_8_wide_64_bit_vectors():
     assert "long4" in srcs["Cumsum i32 cols_cpu"] or "ulong4" in srcs["Cumsum i32 cols_cpu"]
     assert "long4" in srcs["Arg i32 rows_cpu"]
     assert "float8" in srcs["Softmax f32 rows_cpu"]     # 32-bit lanes stay 8 wide
+    assert "double4" in srcs[f"Norm {[DType.F32] * 3} rows_cpu wide"]   # f64 statistics
 
 
 def test_avx512_cpus_keep_8_wide_vectors():
