@@ -155,7 +155,7 @@ def _check_promise_catches_f32(backend, cases, narrow, may_pass=()):
     return moved
 
 
-# A row sum in f32 over 32 independent vector chains (numba-cpu's lanes) of same-sign
+# A row sum in f32 over many independent vector chains (numba-cpu's, OpenCL's) of same-sign
 # terms is within an ulp of its result: no bound that allows the final rounding can tell
 # it from f64 there; the cancelling rows and every other layout show it.
 _LANE_ROWS = ("Reduce-Sum-offset-axis1", "Reduce-Mean-offset-axis1")
@@ -189,14 +189,21 @@ def _opencl():
     return cl
 
 
-def test_opencl_f32_scan_accumulator_fails_the_promise(monkeypatch):
-    from rlx_ref.backends.opencl import _reduce_scan
+def test_opencl_f32_sum_and_scan_accumulators_fail_the_promise(monkeypatch):
+    from rlx_ref.backends.opencl import _reduce_fold, _reduce_scan
 
     cl = _opencl()
     if not any(p.kind == "Cumsum" for p in cl.accumulation()):
-        pytest.skip(f"{cl.device}: no fp64 CPU-style scans, so no promise to check")
-    _check_promise_catches_f32(cl, _cases(("Cumsum",)),
-                               lambda: monkeypatch.setattr(_reduce_scan, "WIDE", "float"))
+        pytest.skip(f"{cl.device}: no fp64 CPU-style kernels, so no promise to check")
+
+    def narrow():
+        monkeypatch.setattr(_reduce_scan, "WIDE", "float")
+        monkeypatch.setattr(_reduce_fold, "WIDE", "float")
+    moved = _check_promise_catches_f32(cl, _cases(("Reduce", "Cumsum")), narrow, _LANE_ROWS)
+    generic = _statuses(_NoPromises(cl), _cases(("Reduce", "Cumsum")))
+    assert all(r.status == OK for r in generic.values()), {
+        i: r.message for i, r in generic.items() if r.status != OK}
+    assert all(r.budget_ratio > 1 for i, r in moved.items() if i not in _LANE_ROWS)
 
 
 def test_opencl_f32_norm_statistics_fail_the_promise(monkeypatch):
@@ -213,13 +220,12 @@ def test_opencl_promises_follow_the_device(monkeypatch):
     from rlx_ref.backends.opencl import _reduce_c
 
     cl = _opencl()
-    assert not any(p.kind == "Reduce" for p in cl.accumulation())   # float accumulators
     monkeypatch.setattr(_reduce_c, "gpu_style", lambda device: True)
-    assert not cl.accumulation()        # work-group scans run in float
+    assert not cl.accumulation()        # work-group kernels run in float
     fp64 = bool(cl._device()[0].fp64)
     monkeypatch.setattr(_reduce_c, "gpu_style", lambda device: False)
     kinds = {p.kind for p in cl.accumulation()}
-    assert kinds == ({"Cumsum", "LayerNorm", "RmsNorm", "GroupNorm", "LayerNorm2d"}
+    assert kinds == ({"Reduce", "Cumsum", "LayerNorm", "RmsNorm", "GroupNorm", "LayerNorm2d"}
                      if fp64 else set())
 
 

@@ -37,9 +37,11 @@ def every_kernel(dev):
     """(label, source) of every reduction-family kernel template, every dtype and op."""
     for op in ("Sum", "Mean", "Prod", "Max", "Min"):
         for dt in FLOATS + INTS:
-            defs = _reduce_fold.fold_defs(op, dt, dt, dev)
-            for k in _reduce_fold._TEMPLATES:
-                yield f"Reduce {op} {dt} {k}", _reduce_fold.source(k, defs, 64)[1]
+            for wide in (False, True):
+                defs = _reduce_fold.fold_defs(op, dt, dt, dev, wide)
+                for k in _reduce_fold._TEMPLATES:
+                    yield (f"Reduce {op} {dt} {k}{' wide' if wide else ''}",
+                           _reduce_fold.source(k, defs, 64)[1])
     for kind in ("Cumsum", "CumProd", "CumMax"):
         for dt in FLOATS + INTS:
             for wide in (False, True):
@@ -72,6 +74,7 @@ def test_avx2_cpus_get_no_8_wide_64_bit_vectors():
     assert "long4" in srcs["Arg i32 rows_cpu"]
     assert "float8" in srcs["Softmax f32 rows_cpu"]     # 32-bit lanes stay 8 wide
     assert "double4" in srcs[f"Norm {[DType.F32] * 3} rows_cpu wide"]   # f64 statistics
+    assert "double4" in srcs["Reduce Sum f32 rows_cpu wide"]
 
 
 def test_avx512_cpus_keep_8_wide_vectors():

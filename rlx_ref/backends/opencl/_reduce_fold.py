@@ -2,7 +2,8 @@
 
 An op is a few macros: ``COMB``/``COMBV`` fold a value (vector) into an accumulator,
 ``FIN`` finishes it (Mean divides by ``count``), ``IDENT`` starts it. Floats accumulate in
-their compute type, integers in 64 bits (Sum and Prod in ulong, so they wrap without
+their compute type (float Sum and Mean in ``WIDE``, double, when ``wide``: CPU-style
+kernels on a device with fp64), integers in 64 bits (Sum and Prod in ulong, so they wrap without
 undefined behaviour, and the store truncates as numpy's do). Max and Min skip NaN
 (accumulators start at ∓inf, never NaN) and pick +0 over -0 for Max, -0 for Min, with
 one compare-and-select that also vectorizes, so no second pass settles zero signs.
@@ -38,9 +39,17 @@ _FLOAT_MIN = ("(((v) < (a) || ((v) == (a) && signbit(v))) ? (v) : (a))",
               "select((a), (v), ((v) < (a)) | (((v) == (a)) & signbit(v)))")
 
 
-def fold_defs(op: str, xdt: DType, odt: DType, device) -> dict:
-    """The macros of Reduce ``op`` reading ``xdt`` and storing ``odt`` on ``device``."""
+# The wide accumulator of float sums; the backend's Sum/Mean promise rests on it (a test
+# narrows it to float to check that conformance notices).
+WIDE = "double"
+
+
+def fold_defs(op: str, xdt: DType, odt: DType, device, wide: bool = False) -> dict:
+    """The macros of Reduce ``op`` reading ``xdt`` and storing ``odt`` on ``device``;
+    ``wide``: float Sum and Mean accumulate in ``WIDE``."""
     ct = compute_type(xdt, unsigned=op in ("Sum", "Prod"))
+    if wide and xdt.is_float and op in ("Sum", "Mean"):
+        ct = WIDE
     if op in ("Sum", "Mean"):
         ident, comb = "0", ("((a) + (v))",) * 2
     elif op == "Prod":

@@ -33,6 +33,8 @@ from ._reduce_c import (
 from .launch import scalar
 from .lowering import Step, accumulates, lowers
 
+NARROW = (DType.F32, DType.F16, DType.BF16)    # floats an f64 accumulator is a promise for
+
 # a row is cut into segments when the rows alone cannot keep the device busy
 _MIN_SEGMENT = {False: 1 << 15, True: 1 << 13}      # by gpu_style
 
@@ -108,10 +110,13 @@ def _bind_strided(ctx, defs: dict, runs: list, nout: int):
     return bind
 
 
+@accumulates("Reduce", NARROW, "f64", ops=("Sum", "Mean"), when="cpu_fp64",
+             reason="CPU-style float sums run in double where the device has fp64")
 @lowers("Reduce", FLOATS + INTS)
 def lower_reduce(node, ins, ctx) -> Step:
-    a, x = node.attrs, ins[0]
-    defs = _reduce_fold.fold_defs(a.op, x.dtype, node.shape.dtype, ctx.device)
+    a, x, dev = node.attrs, ins[0], ctx.device
+    wide = bool(dev.fp64) and not rc.gpu_style(dev)
+    defs = _reduce_fold.fold_defs(a.op, x.dtype, node.shape.dtype, dev, wide)
     nout = math.prod(node.shape.dims)
     if math.prod(x.dims) == 0:              # empty input: every output is the identity
         layout, runs = (nout, 0, 1), []
@@ -190,7 +195,7 @@ def lower_scan(node, ins, ctx) -> Step:
 
 for _kind in ("Cumsum", "CumProd", "CumMax"):
     lowers(_kind, FLOATS + INTS)(lower_scan)
-accumulates("Cumsum", (DType.F32, DType.F16, DType.BF16), "f64", when="cpu_fp64",
+accumulates("Cumsum", NARROW, "f64", when="cpu_fp64",
             reason="CPU-style scans run in double where the device has fp64")(lower_scan)
 
 
