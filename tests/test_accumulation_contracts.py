@@ -110,6 +110,8 @@ def test_a_promise_names_a_known_accumulator_and_condition():
     with pytest.raises(ValueError, match="accumulates in 'f128'.*expected one of"):
         table.accumulates("Reduce", (F32,), "f128")
     table.accumulates("Cumsum", (F32,), when="on-mars")(lambda: None)
+    with pytest.raises(ValueError, match=r"promised for \['Cumsum'\], which it does not"):
+        table.accumulation()
     backend = get_backend("numba-cpu")
     with pytest.raises(ValueError, match="unknown accumulation condition 'on-mars'"):
         backend.promise_holds("on-mars")

@@ -53,6 +53,7 @@ class Accumulation:
                 "dtypes": sorted(str(d) for d in self.dtypes), "text": self.describe()}
 
     def describe(self) -> str:
+        """``Reduce Sum/Mean accumulates in f64 (where cpu_fp64)``."""
         ops = f" {'/'.join(self.ops)}" if self.ops else ""
         when = f" (where {self.when})" if self.when else ""
         return f"{self.kind}{ops} accumulates in {self.in_}{when}"
@@ -119,7 +120,12 @@ class LoweringTable:
         return {k: low.reason for k, low in self.load().items() if low.reason}
 
     def accumulation(self) -> list:
-        self.load()
+        """Every declared promise; one for a kind this table does not lower is an error."""
+        entries = self.load()
+        stray = sorted({p.kind for p in self.promises} - set(entries))
+        if stray:
+            raise ValueError(f"{self.backend}: accumulation promised for {stray}, which it "
+                             f"does not lower; declare @accumulates beside the @lowers")
         return list(self.promises)
 
 
