@@ -414,3 +414,12 @@ def test_cli_check_reports_an_unloadable_backend(tmp_path, monkeypatch, capsys):
     assert report.main_coverage([rfile, "--out", str(tmp_path / "m.md"), "--check"]) == 1
     err = capsys.readouterr().err
     assert "backend 'ref' cannot be loaded" in err and "no such device" in err
+
+
+def test_json_and_html_go_beside_the_markdown_by_default(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)                 # a stray write to docs/ would land here
+    rfile = write(tmp_path, "r.json", [res("MatMul-1", "MatMul")])
+    out = tmp_path / "site" / "cov.md"
+    assert report.main_coverage([rfile, "--out", str(out)]) == 0
+    assert {p.name for p in out.parent.iterdir()} == {"cov.md", "cov.json", "cov.html"}
+    assert not (tmp_path / "docs").exists()

@@ -452,8 +452,8 @@ def main_coverage(argv=None) -> int:
                                 description="Write (or --check) the op-coverage report.")
     p.add_argument("results", nargs="+", help="results files from `rlx-ref conformance`")
     p.add_argument("--out", default="docs/op-coverage.md", help="markdown report path")
-    p.add_argument("--json", default=None, help="JSON path (default docs/op-coverage.json)")
-    p.add_argument("--html", default=None, help="HTML path (default docs/op-coverage.html)")
+    p.add_argument("--json", default=None, help="JSON path (default: --out's, ending .json)")
+    p.add_argument("--html", default=None, help="HTML path (default: --out's, ending .html)")
     p.add_argument("--junit", default=None, help="also write JUnit XML here")
     p.add_argument("--check", action="store_true",
                    help="compare the committed report instead of writing; exit 1 if stale")
@@ -472,10 +472,11 @@ def _coverage(args) -> int:
     from ..ops.opdef import all_opdefs
 
     registry = all_opdefs()
-    outputs = {Path(args.json or "docs/op-coverage.json"):
+    md = Path(args.out)
+    outputs = {Path(args.json or md.with_suffix(".json")):
                (json.dumps(render_json(merged, registry), indent=1, ensure_ascii=False)
                 + "\n", args.json is not None),
-               Path(args.html or "docs/op-coverage.html"):
+               Path(args.html or md.with_suffix(".html")):
                (render_html(merged, registry), args.html is not None)}
     if args.check:
         names = sorted({c.name for c in merged.columns.values()})
