@@ -16,7 +16,6 @@ overflow, inf and NaN come out as in an f64 sum.
 from __future__ import annotations
 
 LANES = 64
-CHUNK = 1 << 16          # elements per parallel task when a few long rows are split
 BLOCK = 2048             # elements per block sum of float Sum/Mean (64 per register lane)
 
 _OPS = {
