@@ -54,6 +54,11 @@ class Executable:
         """Generated source of every kernel, by kernel name (empty for interpreters)."""
         return {}
 
+    def variants_run(self) -> list:
+        """Names of the declared kernel variants the runs so far used (see variants.py);
+        empty for a backend that declares none."""
+        return []
+
 
 class Backend:
     """Base class: subclasses set ``name`` and implement ``supported_ops`` and ``compile``."""

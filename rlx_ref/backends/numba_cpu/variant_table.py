@@ -115,8 +115,8 @@ VARIANTS = [
     *_pair("im2col", ("Im2Col",), "conv.par_min", "output elements"),
     Variant(f"{B}:loop.compiled", ("Scan", "While"), "every body step has a compiled form: "
             "an njit driver runs the iterations"),
-    Variant(f"{B}:loop.host", ("Scan", "While", "If"), "a body step without a compiled "
-            "form (or an If): the host drives the bodies"),
+    Variant(f"{B}:loop.host", ("Scan", "While"), "a body step without a compiled form (or "
+            "no iterations): the host drives the bodies"),
 ]
 
 declare(B, VARIANTS, THRESHOLDS)

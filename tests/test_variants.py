@@ -1,0 +1,65 @@
+"""Kernel variants: declarations, thresholds as options, and which variants a run used."""
+import numpy as np
+import pytest
+
+from rlx_ref.backends import variants
+from rlx_ref.backends.registry import get_backend
+from rlx_ref.interpret import interpret
+from rlx_ref.ops.opdef import get
+from rlx_ref.ops.single import single_op_graph
+from rlx_ref.runtime.options import CompileOptions
+
+pytest.importorskip("numba")
+NB = get_backend("numba-cpu")
+F = np.float32
+
+
+def _run(kind, attrs, *xs, options=None):
+    """(oracle output, backend output, variants the run used)."""
+    g = single_op_graph(kind, attrs, xs, None)
+    feeds = {f"x{i}": x for i, x in enumerate(xs)}
+    exe = NB.compile(g, options)
+    got = exe.run(feeds)[0]
+    return interpret(g, feeds)[0], got, exe.variants_run()
+
+
+def test_every_declared_name_is_qualified_and_every_threshold_has_a_floor():
+    for backend in variants.backends():
+        for name, v in variants.declared(backend).items():
+            assert name.startswith(backend + ":") and v.kinds and v.rule
+        for t in variants.thresholds(backend).values():
+            assert 0 <= t.floor <= t.default
+
+
+def test_a_large_transpose_records_the_tiled_variant():
+    x = np.arange(512 * 160, dtype=F).reshape(512, 160)          # 320 KiB >= 256 KiB
+    want, got, ran = _run("Transpose", get("Transpose").attrs((1, 0)), x)
+    assert got.tobytes() == want.tobytes()
+    assert ran == ["numba-cpu:transpose.tiled"]
+
+
+def test_lowered_thresholds_pick_the_other_path_and_match_the_oracle():
+    x = np.arange(6 * 5, dtype=F).reshape(6, 5)
+    attrs = get("Transpose").attrs((1, 0))
+    assert _run("Transpose", attrs, x)[2] == ["numba-cpu:move.serial"]
+    opts = CompileOptions(thresholds={"numba-cpu:move.par_bytes": 1})
+    want, got, ran = _run("Transpose", attrs, x, options=opts)
+    assert got.tobytes() == want.tobytes() and ran == ["numba-cpu:transpose.tiled"]
+
+
+def test_the_environment_lowers_thresholds(monkeypatch):
+    monkeypatch.setenv(variants.ENV, "numba-cpu:par_elements=1")
+    x = np.linspace(-1, 1, 12, dtype=F).reshape(3, 4)
+    want, got, ran = _run("Softmax", get("Softmax").attrs(-1), x)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert ran == ["numba-cpu:softmax.rows.par"]
+
+
+def test_bad_threshold_options_name_what_is_wrong():
+    with pytest.raises(ValueError, match="unknown threshold 'numba-cpu:nope'.*declares"):
+        CompileOptions(thresholds={"numba-cpu:nope": 3})
+    with pytest.raises(ValueError, match="floor"):
+        CompileOptions(thresholds={"numba-cpu:move.par_bytes": 0})
+    with pytest.raises(ValueError, match="not name=integer"):
+        variants.parse_values("numba-cpu:par_elements")
+    assert variants.parse_values("a=2k, b=1m") == {"a": 2048, "b": 1 << 20}
