@@ -63,3 +63,51 @@ def test_bad_threshold_options_name_what_is_wrong():
     with pytest.raises(ValueError, match="not name=integer"):
         variants.parse_values("numba-cpu:par_elements")
     assert variants.parse_values("a=2k, b=1m") == {"a": 2048, "b": 1 << 20}
+
+
+def _opencl():
+    be = get_backend("opencl")
+    ok, why = be.availability()
+    if not ok:
+        pytest.skip(why)
+    return be
+
+
+def test_opencl_segmented_row_reduce_under_lowered_thresholds_matches_the_oracle():
+    be = _opencl()
+    x = np.random.default_rng(0).standard_normal((2, 1000)).astype(F)
+    g = single_op_graph("Reduce", get("Reduce").attrs("Sum", (1,), False), (x,), None)
+    feeds = {"x0": x}
+    plain = be.compile(g)
+    plain.run(feeds)
+    assert "opencl:reduce.rows.segmented" not in plain.variants_run()
+    low = be.compile(g, CompileOptions(thresholds={"opencl:reduce.min_segment_cpu": 16,
+                                                   "opencl:reduce.min_segment_gpu": 16}))
+    got = low.run(feeds)[0]
+    assert "opencl:reduce.rows.segmented" in low.variants_run()
+    np.testing.assert_allclose(got, interpret(g, feeds)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_recording_an_undeclared_variant_fails_loudly():
+    with pytest.raises(ValueError, match="'numba-cpu:nope' is not declared"):
+        variants.chose("numba-cpu:nope")
+
+
+def test_every_literal_variant_a_lowering_names_is_declared():
+    import pathlib
+    import re
+
+    root = pathlib.Path(variants.__file__).parent
+    pat = re.compile(r'\b(?:use|use_par|use_dev)\(\s*f?"([a-z0-9_.]+)"|'
+                     r'\bpick\([^)]*?,\s*"([a-z0-9_.]+)"\)|_pick\([^)]*?"([a-z0-9_.]+)"\)')
+    for backend, pkg in (("numba-cpu", "numba_cpu"), ("opencl", "opencl")):
+        known = variants.declared(backend)
+        found = set()
+        for path in (root / pkg).glob("lower*.py"):
+            for m in pat.finditer(path.read_text()):
+                found.add(next(g for g in m.groups() if g))
+        assert found, backend
+        for short in found:
+            names = [n for n in known if n == f"{backend}:{short}" or
+                     n.startswith(f"{backend}:{short}.") or n.startswith(f"{backend}:{short}_")]
+            assert names, f"{backend}:{short} is used by a lowering but not declared"

@@ -162,7 +162,12 @@ def threshold(name: str) -> int:
 
 
 def chose(name: str) -> None:
-    """Record that the plan being lowered (or the run in progress) uses variant ``name``."""
+    """Record that the plan being lowered uses variant ``name`` (which must be declared:
+    an undeclared path could never be checked for coverage)."""
+    backend = name.split(":", 1)[0]
+    if name not in _VARIANTS.get(backend, ()):
+        raise VariantError(f"kernel variant {name!r} is not declared by {backend} "
+                           f"(add it to the backend's variant_table)")
     rec = _RECORDER.get()
     if rec is not None:
         rec.add(name)

@@ -14,7 +14,7 @@ from ...ir.dtype import DType
 from ...ops.region import walk_chain
 from ..codegen.chain import chain_steps, read_mode
 from .ew_codegen import render
-from .variant_table import th, use_par
+from .variant_table import th, use, use_par
 from .kernels import compile_kernel
 from .lowering import KERNEL_DTYPES, JitCall, Step, lowers
 
@@ -43,8 +43,10 @@ def lower_chain(node, ins, ctx) -> Step:
     for i, s in enumerate(ins):
         if prologue and i == region.prologue_input:
             m, st = "full", None
+            use("ew.read.up2")
         else:
             m, st = read_mode(tuple(s.dims), out_dims, region, i)
+            use(f"ew.read.{m}")
         modes.append(m)
         strides.append(st)
     name, source = render(steps, k_in, k_steps, modes)

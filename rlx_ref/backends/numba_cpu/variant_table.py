@@ -9,7 +9,8 @@ from __future__ import annotations
 from ..variants import Threshold, Variant, chose, declare, threshold
 
 B = "numba-cpu"
-EW = ("ElementwiseRegion", "Add", "Mul", "Exp", "Where", "Cast")
+EW = ("ElementwiseRegion", "Activation", "Binary", "Compare", "Cast", "StopGradient", "Where",
+      "Fma", "Clamp")
 MOVES = ("Transpose", "Narrow", "Slice", "Expand", "Reverse", "Tile", "ResizeNearest2x", "Pad")
 NORMS = ("LayerNorm", "RmsNorm", "LayerNorm2d", "GroupNorm")
 MATMUL = ("MatMul", "DotGeneral")
@@ -54,6 +55,12 @@ def _pair(family: str, kinds, th: str, what: str) -> list:
 
 VARIANTS = [
     *_pair("ew", EW, "par_elements", "output elements"),
+    *(Variant(f"{B}:ew.read.{m}", EW, rule) for m, rule in (
+        ("full", "an operand of the output's shape read by flat index"),
+        ("scalar", "a one-element operand read once"),
+        ("mod", "an operand that is a suffix of the output read modulo its size"),
+        ("strided", "a broadcast operand read through its strides"),
+        ("up2", "a ResizeNearest2x prologue operand read at half coordinates"))),
     *_pair("reduce.rows", ("Reduce",), "par_elements", "input elements, reduced axes last"),
     *_pair("reduce.cols", ("Reduce",), "par_elements", "input elements, kept axes after"),
     Variant(f"{B}:reduce.chunks_par", ("Reduce",),
