@@ -85,6 +85,7 @@ class CaseResult:
     repro: str | None = None
     emulated: bool = False
     path: str = "native"                  # native | rewritten | host | decomposed
+    variants: list = field(default_factory=list)   # kernel variants the run used
 
     def to_json(self) -> dict:
         d = asdict(self)
