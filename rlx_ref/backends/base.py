@@ -68,6 +68,7 @@ class Backend:
     test_only = False         # excluded from "every available backend"
     device = ""
     fork_safe = True          # False when a driver's threads make fork() unsafe
+    device_types = ("cpu",)   # which device-typed kernel variants can run (variants.py)
 
     def availability(self) -> tuple[bool, str]:
         """(True, "") when usable here, else (False, the reason)."""
@@ -119,6 +120,7 @@ class Backend:
         """What the results file records about this backend."""
         table = self.supported_ops()
         return {"emulated": self.emulated, "device": self.device,
+                "device_types": list(self.device_types),
                 "declared": {k: (v if v == ALL else sorted(str(d) for d in v))
                              for k, v in sorted(table.items())},
                 "paths": dict(sorted(self.paths().items()))}
