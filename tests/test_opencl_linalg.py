@@ -19,7 +19,7 @@ OCL = get_backend("opencl")
 if not OCL.availability()[0]:
     pytest.skip(f"no OpenCL device: {OCL.availability()[1]}", allow_module_level=True)
 
-from rlx_ref.backends.opencl import lower_conv, lower_linalg
+from rlx_ref.backends.opencl import lower_conv
 from rlx_ref.backends.opencl.executable import OpenCLExecutable
 from rlx_ref.passes import compile_pipeline
 
@@ -64,7 +64,7 @@ def test_every_conformance_case(kind):
 
 @pytest.mark.parametrize("kind, gpu", PACKED)
 def test_every_case_on_the_packed_path(kind, gpu, monkeypatch):
-    monkeypatch.setattr(lower_linalg, "DIRECT_MACS", 0)
+    monkeypatch.setenv("RLX_REF_THRESHOLDS", "opencl:linalg.direct_macs=0")
     _all_cases_pass(GPU if gpu else CPU, kind)
 
 

@@ -48,7 +48,7 @@ from .lower_linalg import (
     work,
 )
 from .lowering import Step, lowers
-from .variant_table import th, use, use_par
+from .variant_table import th, use_par
 
 COLS_BYTES = 16 << 20        # unfold scratch: as many whole images as fit (at least one)
 # conv.par_min (loop iterations × inner work below it: serial) and conv.nhwc_min_cg

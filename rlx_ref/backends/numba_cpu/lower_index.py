@@ -14,7 +14,6 @@ import math
 import numpy as np
 
 from ...ir.dtype import DType
-from . import _index_map
 from ._index_decode import IndexDecoder
 from ._index_decode import kernel as decode_kernel
 from ._index_kernels import kernel

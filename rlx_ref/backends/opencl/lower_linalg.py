@@ -4,7 +4,7 @@ declared host path: LU with pivoting is sequential per matrix).
 Both are a batched product ``out[b] = A[b] · B[b]`` whose operands are described by offset
 tables (matrix, free index, contracted index), so broadcast batches and DotGeneral's axis
 permutations cost no copy: packing reads through the tables (``_linalg_plan``). Products
-of up to DIRECT_MACS multiply-adds (or with K = 0) take the one-kernel direct path, and a
+of up to linalg.direct_macs multiply-adds (or with K = 0) take the one-kernel direct path, and a
 MatMul of at most SKINNY_ROWS rows on a CPU (a GEMV, a decode step) reads its operands in
 place: packing would read and write the whole rhs once more. f16/bf16 are computed in f32
 and rounded once; integers wrap.
