@@ -138,7 +138,7 @@ _OFFSET = '''
 @njit(inline="always", cache=True)
 def _offset(i, dims, strides):
     j = 0
-    r = i
+    r = i + 0       # a new variable: inlined into a prange loop, `r = i` aliases the index
     for ax in range(dims.size - 1, -1, -1):
         d = dims[ax]
         j += (r % d) * strides[ax]

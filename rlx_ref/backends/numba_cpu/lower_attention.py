@@ -329,6 +329,7 @@ _ROPE_SRC = '''
 @njit(cache=True, nogil=True, inline="always")
 def _rope_row(t, x3, cos, sin, o3, hd, half, gptj, per_token):
     seq = x3.shape[1]
+    t = np.int64(t)         # a prange index is unsigned: uint64 // int64 would be a float
     b = t // seq
     si = t % seq
     row = t if per_token else si
