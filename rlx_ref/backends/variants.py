@@ -42,12 +42,15 @@ class Variant:
 
 @dataclass(frozen=True)
 class Threshold:
-    """A size threshold that selects variants: default, floor (least correct value)."""
+    """A size threshold that selects variants: default, floor (least correct value) and
+    the value of the ``lowered-thresholds`` pass (None: the floor; the default where the
+    floor would hide the variant below the threshold from every small case)."""
 
     name: str
     default: int
     floor: int
     rule: str
+    lowered: int | None = None
 
 
 class VariantError(ValueError):
@@ -108,8 +111,10 @@ def applicable(backend: str, device_types=("cpu",)) -> dict:
 
 
 def lowered(backend: str) -> dict:
-    """Every threshold of ``backend`` at its floor (what ``lowered-thresholds`` cases use)."""
-    return {n: t.floor for n, t in thresholds(backend).items()}
+    """The thresholds ``lowered-thresholds`` cases compile with: each at its floor (or its
+    declared ``lowered`` value)."""
+    return {n: t.floor if t.lowered is None else t.lowered
+            for n, t in thresholds(backend).items()}
 
 
 def parse_values(text: str, where: str = ENV) -> dict:

@@ -60,6 +60,37 @@ def lowered_cases(cases: list, kinds=None) -> list:
     return out
 
 
+def _reach_specs(rng) -> list:
+    """(kind, attrs, inputs, declared output, lowered too) for variants no sample's shape
+    reaches: a Conv with 8 channels per group, TopK past both backends' candidate buffers, an integer
+    product."""
+    from ..ir.dtype import DType
+    from ..ir.shape import Shape
+    from ..ops.opdef import get
+
+    ints = lambda *s: np.round(rng.standard_normal(s) * 3).astype(np.int32)
+    conv = (_f32(rng, 1, 8, 5, 5), _f32(rng, 4, 8, 3, 3))
+    return [("Conv", get("Conv").attrs((3, 3)), conv, None, True),
+            ("TopK", get("TopK").attrs(70), (_f32(rng, 3, 80),), Shape((3, 70), DType.F32),
+             False),
+            ("MatMul", None, (ints(4, 5), ints(5, 3)), None, True)]
+
+
+def reach_cases(seed: int = 0, kinds=None) -> list:
+    """Small cases for the shape-selected variants the samples miss (``_reach_specs``),
+    plain and, where a threshold also selects, as ``lowered-thresholds`` copies."""
+    from .cases import Spec, spec_case
+
+    out = []
+    for kind, attrs, inputs, decl, lowered in _reach_specs(CounterRNG(seed, "variants")):
+        if kinds is not None and kind not in kinds:
+            continue
+        for tags in [("variants",)] + ([("variants", variants.LOWERED_TAG)] if lowered else []):
+            out.append(spec_case(Spec(kind, attrs, tuple(inputs), tags, decl, (),
+                                      "variants"), seed))
+    return out
+
+
 def _f32(rng, *shape) -> np.ndarray:
     return rng.standard_normal(shape).astype(np.float32)
 

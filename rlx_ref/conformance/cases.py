@@ -222,7 +222,7 @@ def build_cases(kinds=None, seed: int = 0, dtypes=None, tier: str = "default") -
     ``tier``: ``"full"`` adds the cases tagged ``large`` (above the real thresholds).
     Ids are unique: a generated case identical to an earlier one is dropped.
     """
-    from ._cases_variants import large_cases, lowered_cases
+    from ._cases_variants import large_cases, lowered_cases, reach_cases
     from .multi import multi_op_cases
 
     if tier not in TIERS:
@@ -233,7 +233,7 @@ def build_cases(kinds=None, seed: int = 0, dtypes=None, tier: str = "default") -
         if d.kind not in _SKIP_KINDS and _matches(d.kind, pats):
             cases += _op_cases(d, seed)
     cases += [c for c in multi_op_cases(seed) if _matches(c.op, pats)]
-    cases += lowered_cases(cases)
+    cases += lowered_cases(cases) + [c for c in reach_cases(seed) if _matches(c.op, pats)]
     if tier == "full":
         cases += [c for c in large_cases(seed) if _matches(c.op, pats)]
     seen, out = set(), []

@@ -42,7 +42,8 @@ THRESHOLDS = [
     Threshold(f"{B}:conv.par_min", 1 << 15, 1,
               "loop iterations × inner work from which conv, pool and im2col run in prange"),
     Threshold(f"{B}:conv.nhwc_min_cg", 8, 1,
-              "channels per group from which a (not 1×1) Conv unfolds channels-last blocks"),
+              "channels per group from which a (not 1×1) Conv unfolds channels-last blocks",
+              lowered=8),         # at 1 no Conv would take the parallel im2col kernel
 ]
 
 
