@@ -62,8 +62,8 @@ def lowered_cases(cases: list, kinds=None) -> list:
 
 def _reach_specs(rng) -> list:
     """(kind, attrs, inputs, declared output, lowered too) for variants no sample's shape
-    reaches: a Conv with 8 channels per group, TopK past both backends' candidate buffers, an integer
-    product."""
+    reaches: a Conv with 8 channels per group, TopK past both backends' candidate buffers,
+    an integer product."""
     from ..ir.dtype import DType
     from ..ir.shape import Shape
     from ..ops.opdef import get
