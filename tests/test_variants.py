@@ -111,3 +111,33 @@ def test_every_literal_variant_a_lowering_names_is_declared():
             names = [n for n in known if n == f"{backend}:{short}" or
                      n.startswith(f"{backend}:{short}.") or n.startswith(f"{backend}:{short}_")]
             assert names, f"{backend}:{short} is used by a lowering but not declared"
+
+
+def test_conformance_records_variants_per_case_and_lowers_tagged_cases():
+    from rlx_ref.conformance.cases import build_cases
+    from rlx_ref.conformance.ledger import load_ledger
+    from rlx_ref.conformance.runner import run_case
+
+    cases = build_cases(["Transpose"])
+    lowered = [c for c in cases if variants.LOWERED_TAG in c.tags]
+    plain = [c for c in cases if variants.LOWERED_TAG not in c.tags and not c.expect_error]
+    assert 0 < len(lowered) <= 6 and plain
+    res = run_case(NB, lowered[0], load_ledger())
+    assert res.status == "ok" and res.variants
+    assert set(res.variants) <= {"numba-cpu:move.par", "numba-cpu:transpose.tiled"}
+    res = run_case(NB, plain[0], load_ledger())
+    assert res.status == "ok" and res.variants == ["numba-cpu:move.serial"]
+    assert res.to_json()["variants"] == ["numba-cpu:move.serial"]
+
+
+def test_the_full_tier_adds_large_cases_above_the_real_thresholds():
+    from rlx_ref.conformance.cases import build_cases
+
+    default = build_cases(["Transpose"])
+    full = build_cases(["Transpose"], tier="full")
+    large = [c for c in full if "large" in c.tags]
+    assert not [c for c in default if "large" in c.tags] and large
+    assert all(c.inputs["x0"].nbytes >= variants.thresholds("numba-cpu")[
+        "numba-cpu:move.par_bytes"].default for c in large)
+    with pytest.raises(ValueError, match="unknown case tier 'huge'"):
+        build_cases(["Transpose"], tier="huge")
