@@ -62,18 +62,24 @@ def lowered_cases(cases: list, kinds=None) -> list:
 
 def _reach_specs(rng) -> list:
     """(kind, attrs, inputs, declared output, lowered too) for variants no sample's shape
-    reaches: a Conv with 8 channels per group, TopK past both backends' candidate buffers,
-    an integer product."""
+    reaches: Convs with 8 channels per group and 1×1, TopK past both backends' candidate buffers,
+    an integer product, and rows long enough to split (OpenCL's segments are whole
+    32-element vector blocks, so rows of at most 32 never split)."""
     from ..ir.dtype import DType
     from ..ir.shape import Shape
     from ..ops.opdef import get
 
     ints = lambda *s: np.round(rng.standard_normal(s) * 3).astype(np.int32)
     conv = (_f32(rng, 1, 8, 5, 5), _f32(rng, 4, 8, 3, 3))
+    one = (_f32(rng, 1, 3, 4, 4), _f32(rng, 5, 3, 1, 1))
     return [("Conv", get("Conv").attrs((3, 3)), conv, None, True),
+            ("Conv", get("Conv").attrs((1, 1)), one, None, True),
             ("TopK", get("TopK").attrs(70), (_f32(rng, 3, 80),), Shape((3, 70), DType.F32),
              False),
-            ("MatMul", None, (ints(4, 5), ints(5, 3)), None, True)]
+            ("MatMul", None, (ints(4, 5), ints(5, 3)), None, True),
+            ("Reduce", get("Reduce").attrs("Sum", (1,), False), (_f32(rng, 2, 100),), None,
+             True),
+            ("Cumsum", get("Cumsum").attrs(1, False), (_f32(rng, 2, 100),), None, True)]
 
 
 def reach_cases(seed: int = 0, kinds=None) -> list:
