@@ -141,3 +141,16 @@ def test_the_full_tier_adds_large_cases_above_the_real_thresholds():
         "numba-cpu:move.par_bytes"].default for c in large)
     with pytest.raises(ValueError, match="unknown case tier 'huge'"):
         build_cases(["Transpose"], tier="huge")
+
+
+def test_concurrent_runs_report_the_same_variants():
+    from concurrent.futures import ThreadPoolExecutor
+
+    x = np.arange(512 * 160, dtype=F).reshape(512, 160)
+    g = single_op_graph("Transpose", get("Transpose").attrs((1, 0)), (x,), None)
+    exe = NB.compile(g)
+    assert exe.variants_run() == []             # nothing has run yet
+    with ThreadPoolExecutor(4) as pool:
+        outs = list(pool.map(lambda _: exe.run({"x0": x})[0], range(8)))
+    assert all(o.tobytes() == x.T.tobytes() for o in outs)
+    assert exe.variants_run() == ["numba-cpu:transpose.tiled"]
