@@ -18,7 +18,7 @@ Other Conv is im2col + BLAS on whole images: the taps of each (image, group) are
 into a ``[Cg·kH·kW, H_out·W_out]`` scratch matrix and one ``np.dot`` inside ``njit`` writes
 ``[Cog, H_out·W_out]`` straight into the NCHW output; a 1×1 stride-1 unpadded conv skips
 the unfold. The scratch (allocated once per node, reused across runs) holds as many whole
-images as fit in COLS_BYTES, unfolded in one prange pass before their GEMMs, so Numba's
+images as fit in conv.cols_bytes, unfolded in one prange pass before their GEMMs, so Numba's
 threads and the BLAS threads take turns once per batch of images, not per image. Chosen by
 measurement on 8×64×56×56 (3×3, 64 filters): 34 ms on one thread (54 GFLOP/s), against 69 ms
 for numpy's im2col + sgemm; the baseline's direct Numba loop reached 42 GFLOP/s on two.
@@ -48,9 +48,9 @@ from .lower_linalg import (
     work,
 )
 from .lowering import Step, lowers
-from .variant_table import th, use_par
+from .variant_table import th, use, use_par
 
-COLS_BYTES = 16 << 20        # unfold scratch: as many whole images as fit (at least one)
+# conv.cols_bytes (variant_table): unfold scratch holds as many whole images as fit (>= 1)
 # conv.par_min (loop iterations × inner work below it: serial) and conv.nhwc_min_cg
 # (channels per group from which Conv unfolds channels-last blocks): variant_table
 BLOCK_BYTES = 2 << 20        # ... whose im2col rows and products take at most this many bytes
@@ -82,7 +82,8 @@ def _block(rows: int, calls: int) -> int:
 def _scratch(n: int, per_image: tuple, dt: DType) -> np.ndarray:
     """The unfold buffer ``[NB, *per_image]`` for NB of the ``n`` images at a time."""
     size = math.prod(per_image) * np.dtype(_work_np(dt)).itemsize
-    nb = max(1, min(n, COLS_BYTES // max(size, 1)))
+    nb = max(1, min(n, th("conv.cols_bytes") // max(size, 1)))
+    use("conv.cols.chunked" if nb < n else "conv.cols.whole")
     if nb > numba_threads():
         nb -= nb % numba_threads()         # whole rounds of GEMMs per thread
     return np.empty((nb,) + per_image, _work_np(dt))

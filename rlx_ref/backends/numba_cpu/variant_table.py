@@ -41,6 +41,9 @@ THRESHOLDS = [
               "keys·head width from which f32/f16/bf16 Attention takes f32 products"),
     Threshold(f"{B}:conv.par_min", 1 << 15, 1,
               "loop iterations × inner work from which conv, pool and im2col run in prange"),
+    Threshold(f"{B}:conv.cols_bytes", 16 << 20, 1,
+              "unfold scratch bytes of the im2col Conv and ConvTranspose2d: more images "
+              "than fit are unfolded and multiplied a chunk of whole images at a time"),
     Threshold(f"{B}:conv.nhwc_min_cg", 8, 1,
               "channels per group from which a (not 1×1) Conv unfolds channels-last blocks",
               lowered=8),         # at 1 no Conv would take the parallel im2col kernel
@@ -118,6 +121,10 @@ VARIANTS = [
     *_pair("conv.1x1", ("Conv",), "conv.par_min", "1×1 stride-1 unpadded Conv work"),
     *_pair("conv.nhwc", ("Conv",), "conv.par_min", "work, channels per group >= "
            "conv.nhwc_min_cg, not 1×1"),
+    Variant(f"{B}:conv.cols.whole", ("Conv", "ConvTranspose2d"), "every image's unfold fits "
+            "conv.cols_bytes: one pass", f"{B}:conv.cols_bytes"),
+    Variant(f"{B}:conv.cols.chunked", ("Conv", "ConvTranspose2d"), "more images than fit "
+            "conv.cols_bytes: chunks of whole images", f"{B}:conv.cols_bytes"),
     *_pair("convt.gemm", ("ConvTranspose2d",), "conv.par_min", "work"),
     *_pair("pool", ("Pool",), "conv.par_min", "output × window elements"),
     *_pair("im2col", ("Im2Col",), "conv.par_min", "output elements"),

@@ -24,6 +24,9 @@ THRESHOLDS = [
               ">= 2 segments split while there are too few rows to fill the device"),
     Threshold(f"{B}:reduce.min_segment_gpu", 1 << 13, 1,
               "GPU: the same least segment length"),
+    Threshold(f"{B}:conv.chunk_bytes", 32 << 20, 1,
+              "unfolded input bytes per Conv/ConvTranspose2d product launch (whole images, "
+              "at least one): more images than fit run as several launches"),
     Threshold(f"{B}:linalg.direct_macs", 1 << 15, 0,
               "M·N·K·batch at or below which a product is one direct kernel (above: packed "
               "GEMM, or the skinny kernel for <= 4 rows on a CPU)"),
@@ -80,6 +83,10 @@ VARIANTS = [
        "linalg.direct_macs", "gpu"),
     _v("matmul.skinny", ("MatMul",), "CPU, 1..4 rows, above linalg.direct_macs",
        "linalg.direct_macs", "cpu"),
+    _v("conv.images.whole", ("Conv", "ConvTranspose2d"), "every image's unfolded input "
+       "fits conv.chunk_bytes: one product launch", "conv.chunk_bytes"),
+    _v("conv.images.chunked", ("Conv", "ConvTranspose2d"), "more images than fit "
+       "conv.chunk_bytes: a launch per chunk of whole images", "conv.chunk_bytes"),
     _v("move.map", MOVES + ("Concat", "ResizeNearest2x"), "an index-map copy"),
     _v("move.tiled_cpu", ("Transpose",) + MOVES[1:], "a transposing map on a CPU: tiles "
        "per work-item", device="cpu"),
