@@ -154,3 +154,19 @@ def test_concurrent_runs_report_the_same_variants():
         outs = list(pool.map(lambda _: exe.run({"x0": x})[0], range(8)))
     assert all(o.tobytes() == x.T.tobytes() for o in outs)
     assert exe.variants_run() == ["numba-cpu:transpose.tiled"]
+
+
+@pytest.mark.parametrize("kind", ["Reshape", "LayerNorm2d", "Reduce", "Scan", "Gather"])
+def test_every_variant_a_case_runs_declares_a_kind_of_that_case(kind):
+    from rlx_ref.conformance.cases import build_cases
+    from rlx_ref.conformance.ledger import load_ledger
+    from rlx_ref.conformance.runner import run_case
+
+    declared = variants.declared("numba-cpu")
+    cases = [c for c in build_cases([kind]) if not c.expect_error]
+    picked = [c for c in cases if variants.LOWERED_TAG in c.tags][:3] + cases[:3]
+    for case in picked:
+        res = run_case(NB, case, load_ledger())
+        assert res.status == "ok" and res.variants, (case.id, res.message)
+        for name in res.variants:
+            assert set(declared[name].kinds) & set(case.kinds), (name, case.kinds)

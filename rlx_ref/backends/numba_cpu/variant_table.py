@@ -11,7 +11,8 @@ from ..variants import Threshold, Variant, chose, declare, threshold
 B = "numba-cpu"
 EW = ("ElementwiseRegion", "Activation", "Binary", "Compare", "Cast", "StopGradient", "Where",
       "Fma", "Clamp")
-MOVES = ("Transpose", "Narrow", "Slice", "Expand", "Reverse", "Tile", "ResizeNearest2x", "Pad")
+MOVES = ("Transpose", "Reshape", "Narrow", "Slice", "Expand", "Reverse", "Tile",
+         "ResizeNearest2x", "Pad")
 NORMS = ("LayerNorm", "RmsNorm", "LayerNorm2d", "GroupNorm")
 MATMUL = ("MatMul", "DotGeneral")
 
@@ -82,10 +83,10 @@ VARIANTS = [
     Variant(f"{B}:topk.buffer", ("TopK",), "k <= 32: a sorted candidate buffer per row"),
     Variant(f"{B}:topk.sort", ("TopK",), "k > 32: the row is sorted"),
     *_pair("norm.blocks", NORMS, "par_elements", "elements, normalized axes last"),
-    *_pair("norm.cols", ("LayerNorm", "RmsNorm"), "par_elements",
+    *_pair("norm.cols", ("LayerNorm", "RmsNorm", "LayerNorm2d"), "par_elements",
            "elements, normalized axes inner"),
     *_pair("batchnorm", ("BatchNormInference",), "par_elements", "elements"),
-    Variant(f"{B}:move.serial", MOVES + ("Gather",), "output bytes below move.par_bytes",
+    Variant(f"{B}:move.serial", MOVES, "output bytes below move.par_bytes",
             f"{B}:move.par_bytes"),
     Variant(f"{B}:move.par", MOVES, "output bytes at or above move.par_bytes, not "
             "transpose-like", f"{B}:move.par_bytes"),

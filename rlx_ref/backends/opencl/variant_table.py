@@ -70,9 +70,9 @@ VARIANTS = [
     _v("topk.scratch", ("TopK",), "k > 64: candidates in global scratch"),
     _v("norm.rows_cpu", NORMS, "normalized axes last, CPU", device="cpu"),
     _v("norm.rows_gpu", NORMS, "normalized axes last, work-group tree", device="gpu"),
-    _v("norm.cols_cpu", ("LayerNorm", "RmsNorm"), "normalized axis inner, CPU column blocks",
+    _v("norm.cols_cpu", NORMS[:3], "normalized axis inner, CPU column blocks",
        device="cpu"),
-    _v("norm.cols_gpu", ("LayerNorm", "RmsNorm"), "normalized axis inner, GPU",
+    _v("norm.cols_gpu", NORMS[:3], "normalized axis inner, GPU",
        device="gpu"),
     _v("batchnorm", ("BatchNormInference",), "one element per work-item"),
     _v("matmul.direct", MATMUL, "M·N·K·batch <= linalg.direct_macs (or K = 0): one direct "
