@@ -217,6 +217,27 @@ def _conformance(args) -> int:
     return run(args)
 
 
+def _variants(args) -> int:
+    """Print each backend's kernel variants (rule, threshold, device) and thresholds."""
+    from .backends import variants
+
+    names = args.backend.split(",") if args.backend else variants.backends()
+    for name in names:
+        table = variants.declared(name)
+        if not table:
+            raise ValueError(f"backend {name!r} declares no kernel variants; those that do: "
+                             f"{', '.join(variants.backends())}")
+        print(f"{name}: {len(table)} kernel variants")
+        for v in table.values():
+            extra = "".join(f" [{x}]" for x in (v.threshold, v.device) if x)
+            print(f"  {v.name:<40} {v.rule}{extra}")
+        for t in variants.thresholds(name).values():
+            now = variants.threshold(t.name)
+            shown = f"{now} (default {t.default})" if now != t.default else str(now)
+            print(f"  threshold {t.name} = {shown}, floor {t.floor}: {t.rule}")
+    return 0
+
+
 def main(argv=None) -> int:
     from ._atomic import exit_on_sigterm
 
@@ -250,6 +271,9 @@ def main(argv=None) -> int:
     s = sub.add_parser("coverage", help="render docs/op-coverage.md from results files",
                        add_help=False)
     s.set_defaults(fn=None)
+    s = sub.add_parser("variants", help="list backends' kernel variants and thresholds")
+    s.add_argument("--backend", help="NAME[,NAME...] (default: every declaring backend)")
+    s.set_defaults(fn=_variants)
     s = sub.add_parser("docs", help="regenerate docs/ops.md from the registry")
     s.add_argument("--out", default="docs/ops.md")
     s.add_argument("--check", action="store_true", help="fail if the file is stale")

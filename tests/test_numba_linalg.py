@@ -233,9 +233,7 @@ def test_conv_gemm_paths(attrs, w):
 
 
 def test_conv_scratch_smaller_than_the_batch(monkeypatch):
-    from rlx_ref.backends.numba_cpu import lower_conv
-
-    monkeypatch.setattr(lower_conv, "COLS_BYTES", 1)   # one image per unfold pass
+    monkeypatch.setenv("RLX_REF_THRESHOLDS", "numba-cpu:conv.cols_bytes=1")   # an image a pass
     shapes = [(3, 4, 20, 20), (6, 2, 3, 3)]
     _check(_graph("Conv", shapes, kernel_size=(3, 3), padding=(1, 1), groups=2),
            _feeds(shapes))

@@ -71,7 +71,7 @@ def test_movement_odd_shapes_move_exact_bits(dtype):
 def test_parallel_and_tiled_paths_match_the_oracle(monkeypatch):
     from rlx_ref.backends.numba_cpu import _index_map
 
-    monkeypatch.setattr(_index_map, "PARALLEL_BYTES", 0)
+    monkeypatch.setenv("RLX_REF_THRESHOLDS", "numba-cpu:move.par_bytes=1")
     monkeypatch.setattr(_index_map, "CHUNK", 4)            # several work items per row
     rng = np.random.default_rng(2)
     x = rng.standard_normal((3, 37, 41)).astype(F)

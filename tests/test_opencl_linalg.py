@@ -19,7 +19,6 @@ OCL = get_backend("opencl")
 if not OCL.availability()[0]:
     pytest.skip(f"no OpenCL device: {OCL.availability()[1]}", allow_module_level=True)
 
-from rlx_ref.backends.opencl import lower_conv, lower_linalg
 from rlx_ref.backends.opencl.executable import OpenCLExecutable
 from rlx_ref.passes import compile_pipeline
 
@@ -64,7 +63,7 @@ def test_every_conformance_case(kind):
 
 @pytest.mark.parametrize("kind, gpu", PACKED)
 def test_every_case_on_the_packed_path(kind, gpu, monkeypatch):
-    monkeypatch.setattr(lower_linalg, "DIRECT_MACS", 0)
+    monkeypatch.setenv("RLX_REF_THRESHOLDS", "opencl:linalg.direct_macs=0")
     _all_cases_pass(GPU if gpu else CPU, kind)
 
 
@@ -134,7 +133,7 @@ def test_matmul_wraps_integers_like_the_oracle():
 
 @pytest.mark.parametrize("backend", [CPU, GPU], ids=["cpu", "gpu"])
 def test_conv_in_several_image_chunks(backend, monkeypatch):
-    monkeypatch.setattr(lower_conv, "CHUNK_BYTES", 1)       # one image per product launch
+    monkeypatch.setenv("RLX_REF_THRESHOLDS", "opencl:conv.chunk_bytes=1")   # an image a launch
     shapes = [(3, 4, 9, 11), (6, 2, 3, 2)]
     _check(backend, lambda d: _graph("Conv", shapes, d, kernel_size=(3, 2), stride=(2, 1),
                                      padding=(1, 1), dilation=(1, 2), groups=2),

@@ -54,6 +54,11 @@ class Executable:
         """Generated source of every kernel, by kernel name (empty for interpreters)."""
         return {}
 
+    def variants_run(self) -> list:
+        """Names of the declared kernel variants the runs so far used (see variants.py);
+        empty for a backend that declares none."""
+        return []
+
 
 class Backend:
     """Base class: subclasses set ``name`` and implement ``supported_ops`` and ``compile``."""
@@ -63,6 +68,7 @@ class Backend:
     test_only = False         # excluded from "every available backend"
     device = ""
     fork_safe = True          # False when a driver's threads make fork() unsafe
+    device_types = ("cpu",)   # which device-typed kernel variants can run (variants.py)
 
     def availability(self) -> tuple[bool, str]:
         """(True, "") when usable here, else (False, the reason)."""
@@ -119,6 +125,7 @@ class Backend:
         """What the results file records about this backend."""
         table = self.supported_ops()
         return {"emulated": self.emulated, "device": self.device,
+                "device_types": list(self.device_types),
                 "declared": {k: (v if v == ALL else sorted(str(d) for d in v))
                              for k, v in sorted(table.items())},
                 "paths": dict(sorted(self.paths().items())),

@@ -210,21 +210,32 @@ def _dtype_names(dtypes) -> set | None:
     return {d.display if isinstance(d, DType) else DType.parse(d).display for d in dtypes}
 
 
-def build_cases(kinds=None, seed: int = 0, dtypes=None) -> list[Case]:
-    """Every conformance case, in registry order then the multi-op cases.
+TIERS = ("default", "full")
+
+
+def build_cases(kinds=None, seed: int = 0, dtypes=None, tier: str = "default") -> list[Case]:
+    """Every conformance case, in registry order then the multi-op cases, then the
+    ``lowered-thresholds`` copies that reach every kernel variant (``_cases_variants``).
 
     ``kinds``: op names or glob patterns (a list or a comma-separated string; ``multi:*``
-    selects the multi-op cases); ``dtypes``: case dtypes to keep (``"f32"``, DType...).
+    selects the multi-op cases); ``dtypes``: case dtypes to keep (``"f32"``, DType...);
+    ``tier``: ``"full"`` adds the cases tagged ``large`` (above the real thresholds).
     Ids are unique: a generated case identical to an earlier one is dropped.
     """
+    from ._cases_variants import large_cases, lowered_cases, reach_cases
     from .multi import multi_op_cases
 
+    if tier not in TIERS:
+        raise ValueError(f"unknown case tier {tier!r}; expected one of {', '.join(TIERS)}")
     pats, want = _patterns(kinds), _dtype_names(dtypes)
     cases = []
     for d in all_opdefs():
         if d.kind not in _SKIP_KINDS and _matches(d.kind, pats):
             cases += _op_cases(d, seed)
     cases += [c for c in multi_op_cases(seed) if _matches(c.op, pats)]
+    cases += lowered_cases(cases) + [c for c in reach_cases(seed) if _matches(c.op, pats)]
+    if tier == "full":
+        cases += [c for c in large_cases(seed) if _matches(c.op, pats)]
     seen, out = set(), []
     for c in cases:
         if c.id not in seen and (want is None or c.dtype in want):
@@ -247,7 +258,7 @@ def case_by_id(case_id: str, cases=None, seed: int = 0) -> Case:
     """The case with id ``case_id`` (or a unique prefix of one); KeyError naming near ids."""
     if cases is None:
         op = case_id.split(".", 1)[0]
-        cases = build_cases([op], seed=seed)
+        cases = build_cases([op], seed=seed, tier="full")
     hits = [c for c in cases if c.id == case_id] or \
         [c for c in cases if c.id.startswith(case_id)]
     if len(hits) == 1:

@@ -25,6 +25,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="run cases in this process, not in isolated workers (debugging: a "
                    "backend that aborts or hangs then takes the run with it)")
     p.add_argument("--seed", type=int, default=0, help="input seed (default 0)")
+    p.add_argument("--tier", choices=("default", "full"), default="default",
+                   help="full: add the cases tagged 'large', above the real kernel "
+                        "thresholds (slow; the default tier reaches the same kernels "
+                        "with lowered thresholds)")
     p.add_argument("--out", help="write the results JSON here")
     p.add_argument("--repro-dir", default="repros", help="where failing cases leave repros")
     p.add_argument("--ledger", help="expectations file (default: the packaged one)")
@@ -83,7 +87,7 @@ def run(args) -> int:
         from .workers import start_server
 
         start_server(sorted({type(b).__module__ for _, b in backends}))
-    cases = build_cases(seed=args.seed)
+    cases = build_cases(seed=args.seed, tier=args.tier)
     dtypes = args.dtype.split(",") if args.dtype else None
     cases = shard_cases(filter_cases(cases, args.op, dtypes, args.case), args.shard)
     if not cases:

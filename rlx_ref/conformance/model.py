@@ -86,6 +86,7 @@ class CaseResult:
     emulated: bool = False
     path: str = "native"                  # native | rewritten | host | decomposed
     contract: str = ""                    # the accuracy contract judged by (describe())
+    variants: list = field(default_factory=list)   # kernel variants the run used
 
     def to_json(self) -> dict:
         d = asdict(self)

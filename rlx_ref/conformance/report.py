@@ -21,6 +21,7 @@ from .model import CRASH, ERROR, MISMATCH, MISSING, OK, PASSING, STATUSES, TIMEO
 from .model import XFAIL, XPASS
 from .errors import TAG as ERROR_TAG
 from .model import CaseResult
+from ._report_variants import unexercised_problems, variant_coverage
 from .results_file import FORMAT, read_results_file  # noqa: F401 - FORMAT re-exported
 
 # How bad a status is when two machines disagree about one case: the worse one is kept.
@@ -41,6 +42,8 @@ class Column:
     declared: dict = field(default_factory=dict)   # kind -> sorted dtype names | "all"
     paths: dict = field(default_factory=dict)      # kind -> native|rewritten|decomposed|host
     promises: dict = field(default_factory=dict)   # kind -> accumulation promise texts
+    device_types: set = field(default_factory=set)  # "cpu"/"gpu" the results ran on
+    variants: set = field(default_factory=set)      # kernel variants any result used
 
 
 @dataclass
@@ -113,6 +116,7 @@ def load_results(paths) -> Merged:
             info = backends.get(r.backend, {})
             r.emulated = bool(r.emulated or info.get("emulated", False))
             col = _column(merged, r.backend, r.emulated, info, host)
+            col.variants.update(r.variants)
             key, seen = (col.label, r.case_id), merged.results.get((col.label, r.case_id))
             if seen is None:
                 merged.results[key] = Seen(r, host, {host: r.status})
@@ -142,6 +146,7 @@ def _column(merged: Merged, name: str, emulated: bool, info: dict, host: str) ->
         text = p.get("text") or p["kind"]
         if text not in texts:
             texts.append(text)
+    col.device_types.update(info.get("device_types") or ())
     return col
 
 
@@ -315,6 +320,7 @@ def render_json(merged: Merged, registry=None) -> dict:
         "errors": rates(lambda r: [r.op] if ERROR_TAG in r.tags else []),
         "multi": multi,
         "accumulation": held,
+        "variants": variant_coverage(cols),
         "failures": failures,
         "not_run": sorted(kinds - ops_seen),
         "unknown_ops": sorted(o for o in ops_seen - kinds if not o.startswith("multi:")),
@@ -482,6 +488,7 @@ def _coverage(args) -> int:
         names = sorted({c.name for c in merged.columns.values()})
         tables, problems = _declared_now(names)
         problems += check_report(args.out, merged, registry, tables)
+        problems += unexercised_problems(render_json(merged, registry)["variants"])
         for path, (text, explicit) in outputs.items():
             problems += _compare_file(path, text, explicit)
         for prob in problems:

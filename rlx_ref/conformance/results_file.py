@@ -25,7 +25,7 @@ _RESULT_FIELDS = {
     "seconds": (_NUM, "a number"), "repro": (str, "a string"),
     "emulated": (bool, "true or false"), "path": (str, "a string"),
     "contract": (str, "a string"),
-    "tags": (list, "a list of strings"),
+    "tags": (list, "a list of strings"), "variants": (list, "a list of strings"),
 }
 _REQUIRED = ("case_id", "op", "dtype", "backend", "status")
 _NULLABLE = {f.name for f in fields(CaseResult) if f.default is None} | {"message"}
@@ -55,8 +55,9 @@ def _check_result(path, i: int, d) -> None:
             continue
         if not _is(value, types):
             _fail(path, f"{where}.{name} is {value!r:.40}, not {readable}")
-    if not all(isinstance(t, str) for t in d.get("tags", ())):
-        _fail(path, f"{where}.tags holds a non-string")
+    for name in ("tags", "variants"):
+        if not all(isinstance(t, str) for t in d.get(name, ())):
+            _fail(path, f"{where}.{name} holds a non-string")
     idx = d.get("worst_index") or ()
     if not all(isinstance(k, int) and not isinstance(k, bool) for k in idx):
         _fail(path, f"{where}.worst_index holds a non-integer")
@@ -75,6 +76,9 @@ def _check_backend(path, name: str, info) -> None:
             v == "all" or (isinstance(v, list) and all(isinstance(t, str) for t in v))
             for v in declared.values()):
         _fail(path, f"{where}.declared is not a map of kind -> \"all\" or a dtype list")
+    types = info.get("device_types") or []
+    if not isinstance(types, list) or not all(t in ("cpu", "gpu") for t in types):
+        _fail(path, f"{where}.device_types is not a list of \"cpu\" / \"gpu\"")
     paths = info.get("paths") or {}
     if not isinstance(paths, dict) or not all(isinstance(v, str) for v in paths.values()):
         _fail(path, f"{where}.paths is not a map of kind -> path name")

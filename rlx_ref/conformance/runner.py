@@ -68,11 +68,26 @@ def _judge(case, outs, o64, oc, overrides, promises=()):
     return compare_outputs(outs, o64, oc, declared, acc), acc.describe()
 
 
-def _run_backend(backend, case) -> list:
-    exe = backend.compile(case.graph)
+def compile_options(backend, case):
+    """The case's compile options: every threshold of the backend at its floor for a
+    ``lowered-thresholds`` case (small inputs then take the large-size kernels)."""
+    from ..backends import variants
+
+    if variants.LOWERED_TAG not in case.tags:
+        return None
+    from ..runtime.options import CompileOptions
+
+    return CompileOptions(thresholds=variants.lowered(backend.name))
+
+
+def _run_backend(backend, case, res) -> list:
+    exe = backend.compile(case.graph, compile_options(backend, case))
     for k, v in case.params.items():
         exe.set_param(k, v)
-    return [np.asarray(o) for o in exe.run(case.feeds())]
+    try:
+        return [np.asarray(o) for o in exe.run(case.feeds())]
+    finally:
+        res.variants = list(exe.variants_run()) if hasattr(exe, "variants_run") else []
 
 
 def run_case(backend, case, ledger, *, repro_dir=None, spec=None, oracle=None) -> CaseResult:
@@ -98,7 +113,7 @@ def run_case(backend, case, ledger, *, repro_dir=None, spec=None, oracle=None) -
         res.seconds = time.perf_counter() - t0
         return res
     try:
-        outs = _run_backend(backend, case)
+        outs = _run_backend(backend, case, res)
         if case.expect_error:
             res.status, res.message = MISMATCH, _no_error(case, o64)
         else:

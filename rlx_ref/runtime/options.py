@@ -77,6 +77,9 @@ class CompileOptions:
     arena_alignment: byte alignment of planned buffers (for backends that plan an arena).
     scan_unroll_max_length: Scans this short may be unrolled (0 = never; no pass reads it
     yet).
+    thresholds: ``{name: value}`` overriding the backends' kernel-selection thresholds
+    (``rlx-ref variants`` lists them), e.g. ``{"numba-cpu:ew.par_min": 1}`` so a small
+    graph takes the parallel kernels; names and floors are checked.
     """
 
     dce: bool = True
@@ -87,6 +90,7 @@ class CompileOptions:
     arena_alignment: int = 64
     scan_unroll_max_length: int = 0
     constant_fold_max_elements: int = 1 << 16
+    thresholds: dict = field(default_factory=dict)
 
     def __post_init__(self):
         a = self.arena_alignment
@@ -95,6 +99,11 @@ class CompileOptions:
         if self.scan_unroll_max_length < 0 or self.constant_fold_max_elements < 0:
             raise ValueError("scan_unroll_max_length and constant_fold_max_elements must "
                              "be >= 0")
+        if self.thresholds:
+            from ..backends.variants import check_values
+
+            object.__setattr__(self, "thresholds", check_values(
+                dict(self.thresholds), "CompileOptions.thresholds"))
 
     @property
     def fusion(self) -> FusionOptions:

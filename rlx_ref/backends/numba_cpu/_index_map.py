@@ -17,8 +17,8 @@ import numpy as np
 
 from ..layout import strides_of  # noqa: F401 - the movement lowerings read it here
 from .kernels import compile_kernel
+from .variant_table import th
 
-PARALLEL_BYTES = 1 << 18        # below this a serial copy beats waking the threads
 CHUNK = 1 << 14                 # elements per parallel work item along a long row
 _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
@@ -280,6 +280,8 @@ class IndexMap:
         self.run = np.array(_longest_run(last[1]) if last[0] == "table" else (0, 0), np.int64)
         self.tiled = (len(maps) >= 2 and last[0] == "affine" and abs(last[2]) > 1 and
                       maps[-2][0] == "affine" and abs(maps[-2][2]) == 1)
+        # read at planning, where a compile's thresholds are in force
+        self.par_bytes = th("move.par_bytes")
 
     def __call__(self, out: np.ndarray, x: np.ndarray) -> None:
         if self.size == 0:
@@ -296,11 +298,19 @@ class IndexMap:
     def _kernel(self, nbytes: int, itemsize: int):
         """(kernel, its last argument) for an output of ``nbytes``."""
         k = kernel()
-        if nbytes < PARALLEL_BYTES:
+        if nbytes < self.par_bytes:
             return k.fn, CHUNK
         if self.tiled:
             return k.get("move_tiled"), max(32, 256 // itemsize)
         return k.get("move_par"), CHUNK
+
+    def variant(self, nbytes: int) -> str | None:
+        """The variant that moves an output of ``nbytes`` (None: nothing to move)."""
+        if self.size == 0 or self.all_fill:
+            return None
+        if nbytes < self.par_bytes:
+            return "move.serial"
+        return "transpose.tiled" if self.tiled else "move.par"
 
     def jit(self, dtype: np.dtype):
         """The same move as a ``JitCall`` (None when there is nothing to move or only the

@@ -15,7 +15,6 @@ round trip per vector) ran 20% slower than f32 lanes, f64 lanes in registers abo
 from __future__ import annotations
 
 LANES = 64
-CHUNK = 1 << 16          # elements per parallel task when a few long rows are split
 
 _OPS = {
     "Sum": ("a + v", "a", None),

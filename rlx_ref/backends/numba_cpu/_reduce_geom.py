@@ -13,7 +13,7 @@ import numpy as np
 
 from ...ir.dtype import DType
 from ..layout import reduce_layout, split3  # noqa: F401 - the family's geometry
-from .ew_codegen import PARALLEL_MIN
+from .variant_table import th, use_par
 
 SIXTEEN = (DType.F16, DType.BF16)
 SHADOW_NOTE = "f16/bf16 run through f32 shadows converted on the host"
@@ -43,14 +43,16 @@ def finish(out: np.ndarray, buf: np.ndarray, rounded: bool) -> None:
             out[...] = buf.astype(out.dtype).reshape(out.shape)
 
 
-def pick(kernel, base: str, parallel: bool):
-    """The serial kernel ``base`` or its prange twin ``base_par``."""
+def pick(kernel, base: str, parallel: bool, family: str):
+    """The serial kernel ``base`` or its prange twin ``base_par`` (recorded as variant
+    ``family.serial`` / ``family.par``)."""
+    use_par(family, parallel)
     return kernel.get(base + "_par" if parallel else base)
 
 
 def is_parallel(total: int) -> bool:
     """Whether a kernel over ``total`` elements is worth the thread start-up."""
-    return total >= PARALLEL_MIN
+    return total >= th("par_elements")
 
 
 def threads() -> int:

@@ -17,7 +17,6 @@ from ..codegen.literal import py_literal
 from ..codegen.scalar import ACTIVATION, ACTIVATION_INT, BINARY, BINARY_INT, COMPARE
 from .prelude import PRELUDE
 
-PARALLEL_MIN = 1 << 15          # below this a serial loop beats thread start-up
 
 NP_TYPE = {DType.F32: "np.float32", DType.F64: "np.float64", DType.I8: "np.int8",
            DType.I16: "np.int16", DType.I32: "np.int32", DType.I64: "np.int64",
@@ -139,7 +138,7 @@ _OFFSET = '''
 @njit(inline="always", cache=True)
 def _offset(i, dims, strides):
     j = 0
-    r = i
+    r = i + 0       # a new variable: inlined into a prange loop, `r = i` aliases the index
     for ax in range(dims.size - 1, -1, -1):
         d = dims[ax]
         j += (r % d) * strides[ax]

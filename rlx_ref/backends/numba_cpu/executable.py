@@ -24,6 +24,7 @@ from ...runtime.session import CompiledGraph
 from ..base import Executable
 from ..planning import (PlanPool, assign_buffers, contiguous, host_memory_bytes, planning,
                         specialize)
+from .. import variants
 from .lowering import LOWERINGS, LowerCtx
 
 
@@ -39,6 +40,16 @@ class Plan:
         self.steps = []          # (node, step, input ids)
         self.kernels = {}
         self.const = {}
+        with variants.lowering(options) as chosen:
+            self._lower(graph, options)
+        self.variants = frozenset(chosen)     # kernel variants the steps run
+        self.outputs = list(graph.outputs)
+        self._spare: dict = {}      # node id -> its output array of the last run
+        self._assign_buffers()
+        self.prepare()
+
+    def _lower(self, graph: Graph, options) -> None:
+        """Lower every node to a step (constants evaluated once)."""
         for node in graph.nodes:
             if not node.shape.is_static:
                 raise NumbaRunError(f"%{node.id} has dynamic shape {node.shape} after binding")
@@ -54,10 +65,6 @@ class Plan:
                 for k in step.kernels:
                     self.kernels[k.name] = k.source
                 self.steps.append((node, step, node.inputs))
-        self.outputs = list(graph.outputs)
-        self._spare: dict = {}      # node id -> its output array of the last run
-        self._assign_buffers()
-        self.prepare()
 
     def _assign_buffers(self) -> None:
         """Give every intermediate a buffer, reusing dead ones of the same dtype and shape;
@@ -210,6 +217,7 @@ class NumbaExecutable(CompiledGraph, Executable):
         self.device = "numba-cpu"
         self.options = options
         self._pool = PlanPool(lambda key: Plan(specialize(self.graph, dict(key)), options))
+        self._ran: set = set()      # kernel variants of every plan that has run
         if not any(isinstance(d, Dyn) for n in graph.nodes for d in n.shape.dims):
             self._pool.add((), Plan(graph, options))
 
@@ -228,10 +236,16 @@ class NumbaExecutable(CompiledGraph, Executable):
     def _run_plan(self, inputs: dict, params: dict, bindings: dict) -> list:
         key = tuple(sorted(bindings.items()))
         plan = self._pool.acquire(key)
+        if not self._ran.issuperset(plan.variants):
+            self._ran.update(plan.variants)     # idempotent: racing runs agree
         try:
             return plan.run(inputs, params)
         finally:
             self._pool.release(key, plan)
+
+    def variants_run(self) -> list:
+        """The kernel variants (``numba-cpu:...``) of the runs so far, sorted."""
+        return sorted(self._ran)
 
     def kernel_sources(self) -> dict:
         out = {}

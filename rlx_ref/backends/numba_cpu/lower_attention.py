@@ -41,15 +41,15 @@ from ._vmath import VMATH
 from .kernels import compile_kernel
 from .lower_linalg import FLOATS, blas_serial, numba_threads
 from .lowering import Step, lowers
+from .variant_table import th, use, use_par
 
 ROW_CHUNKS = 16                  # tile chunks per call (a few per thread balance the load)
-PAR_MIN = 1 << 18                # scored key·dim products below this: serial
 TILE_ROWS = 512                  # query rows per tile (one BLAS call each for QKᵀ and PV)
 BAND_ROWS = 128                  # ... under a causal or sliding-window mask
 TILE_ELEMS = 1 << 19             # and at most this many scores per tile (2 MiB of f32)
 TILES_PER_THREAD = 2             # tiles shrink (not below BAND_ROWS) to give each thread this
-F32_MIN_KEYS = 64                # f32 products need S_k >= this ...
-F32_MIN_TERMS = 4096             # ... and S_k·D >= this (see _gemm_dtype)
+# attention.par_min: scored key·dim products below it run serially; f32 products need
+# S_k >= attention.f32_min_keys and S_k·D >= attention.f32_min_terms (see _gemm_dtype)
 MASKS = {"None": 0, "Causal": 1, "SlidingWindow": 2, "Custom": 3, "Bias": 4}
 
 _EXP_ROW = """
@@ -252,8 +252,10 @@ def _work_dtype(*dts) -> type:
 def _gemm_dtype(g, out_dt: DType) -> type:
     """f32 products for f32/f16/bf16 when the contract's K = S_k·D leaves room for the f32
     rounding of each score (its budget grows with K; the error of a D-term dot does not)."""
-    small = g.s_k < F32_MIN_KEYS or g.s_k * g.d < F32_MIN_TERMS
-    return np.float64 if out_dt is DType.F64 or small else np.float32
+    small = g.s_k < th("attention.f32_min_keys") or g.s_k * g.d < th("attention.f32_min_terms")
+    f64 = out_dt is DType.F64 or small
+    use("attention.f64_products" if f64 else "attention.f32_products")
+    return np.float64 if f64 else np.float32
 
 
 def _tile_rows(g, code: int) -> int:
@@ -289,7 +291,7 @@ def lower_attention(node, ins, ctx) -> Step:
     exp_row = _EXP_ROW.format(exp="_vexpf_le0" if f32 else "_vexp",
                               ct="np.float32" if f32 else "np.float64")
     kernel = compile_kernel("attention", VMATH + exp_row + _ATTN_SRC)
-    par = work_units >= PAR_MIN
+    par = use_par("attention", work_units >= th("attention.par_min"))
     fn = kernel.get("attention_par") if par else kernel.fn
     chunks = min(items, ROW_CHUNKS if par else 1)
     no_keep, no_bias = np.ones((1, 1), np.uint8), np.zeros((1, 1, 1, 1), gdt)
@@ -327,6 +329,7 @@ _ROPE_SRC = '''
 @njit(cache=True, nogil=True, inline="always")
 def _rope_row(t, x3, cos, sin, o3, hd, half, gptj, per_token):
     seq = x3.shape[1]
+    t = np.int64(t)         # a prange index is unsigned: uint64 // int64 would be a float
     b = t // seq
     si = t % seq
     row = t if per_token else si
@@ -375,7 +378,8 @@ def lower_rope(node, ins, ctx) -> Step:
     else:
         stride, rows, per_token = 1, 0, False
     kernel = compile_kernel("rope", _ROPE_SRC)
-    fn = kernel.get("rope_par") if math.prod(x_dims) >= PAR_MIN else kernel.fn
+    par = use_par("rope", math.prod(x_dims) >= th("attention.par_min"))
+    fn = kernel.get("rope_par") if par else kernel.fn
     sixteen = node.shape.dtype in (DType.F16, DType.BF16)
     gptj = a.style == "GptJ"
 

@@ -21,6 +21,7 @@ from ...ops.control import scan_kept_steps
 from ...ops.opdef import RefCtx, get
 from .loop_driver import host_reason, scan_driver, while_driver
 from .lowering import Step, lowers
+from .variant_table import use
 
 Source = namedtuple("Source", "name source")      # a body's kernel, for kernel_sources()
 ANY = tuple(DType)
@@ -151,9 +152,11 @@ def _loop_step(run, kernels: list, drive, bodies=()) -> Step:
     """The Step of a loop: "compiled loop" with the driver's source, else "host loop" and
     why (the first body step without a compiled form, or a length of 0)."""
     if drive is None:
+        use("loop.host")
         why = next((r for r in map(host_reason, (b.plan for b in bodies)) if r), None)
         return Step(run, kernels, returns=True,
                     note=f"host loop ({why})" if why else "host loop")
+    use("loop.compiled")
     return Step(run, kernels + [Source(drive.kernel.name, drive.kernel.source)], returns=True,
                 note="compiled loop")
 

@@ -1,6 +1,6 @@
 """Lowering of the conv family: Conv, ConvTranspose2d, Pool, Im2Col.
 
-Conv with at least NHWC_MIN_CG channels per group (and not 1×1 stride-1 unpadded) is
+Conv with at least conv.nhwc_min_cg channels per group (and not 1×1 stride-1 unpadded) is
 im2col + BLAS over blocks of output positions (whole output rows, or a piece of one row) of
 one (image, group), at most BLOCK_BYTES of im2col rows and products each: the block's input
 window is copied channels last, zero padding included, into a per-thread buffer, where each
@@ -18,7 +18,7 @@ Other Conv is im2col + BLAS on whole images: the taps of each (image, group) are
 into a ``[Cg·kH·kW, H_out·W_out]`` scratch matrix and one ``np.dot`` inside ``njit`` writes
 ``[Cog, H_out·W_out]`` straight into the NCHW output; a 1×1 stride-1 unpadded conv skips
 the unfold. The scratch (allocated once per node, reused across runs) holds as many whole
-images as fit in COLS_BYTES, unfolded in one prange pass before their GEMMs, so Numba's
+images as fit in conv.cols_bytes, unfolded in one prange pass before their GEMMs, so Numba's
 threads and the BLAS threads take turns once per batch of images, not per image. Chosen by
 measurement on 8×64×56×56 (3×3, 64 filters): 34 ms on one thread (54 GFLOP/s), against 69 ms
 for numpy's im2col + sgemm; the baseline's direct Numba loop reached 42 GFLOP/s on two.
@@ -48,10 +48,11 @@ from .lower_linalg import (
     work,
 )
 from .lowering import Step, lowers
+from .variant_table import th, use, use_par
 
-PAR_MIN = 1 << 15            # loop iterations × inner work below this: serial
-COLS_BYTES = 16 << 20        # unfold scratch: as many whole images as fit (at least one)
-NHWC_MIN_CG = 8              # channels per group from which Conv unfolds channels-last blocks
+# conv.cols_bytes (variant_table): unfold scratch holds as many whole images as fit (>= 1)
+# conv.par_min (loop iterations × inner work below it: serial) and conv.nhwc_min_cg
+# (channels per group from which Conv unfolds channels-last blocks): variant_table
 BLOCK_BYTES = 2 << 20        # ... whose im2col rows and products take at most this many bytes
 CHUNKS_PER_THREAD = 4        # ... handed to the threads in this many chunks each
 POOL_KINDS = {"Sum": 0, "Mean": 1, "Max": 2, "Min": 3, "Prod": 4}
@@ -61,8 +62,10 @@ def _axes(attrs, names=("stride", "padding", "dilation")) -> list:
     return [R.per_axis(attrs, f, 2) for f in names]
 
 
-def _pick(kernel, name: str, work_units: int):
-    return kernel.get(name + "_par") if work_units >= PAR_MIN else kernel.get(name)
+def _pick(kernel, name: str, work_units: int, family: str):
+    """Kernel ``name`` or its prange twin by ``work_units`` (recorded as ``family``)."""
+    par = use_par(family, work_units >= th("conv.par_min"))
+    return kernel.get(name + "_par") if par else kernel.get(name)
 
 
 def _work_np(dt: DType):
@@ -79,7 +82,8 @@ def _block(rows: int, calls: int) -> int:
 def _scratch(n: int, per_image: tuple, dt: DType) -> np.ndarray:
     """The unfold buffer ``[NB, *per_image]`` for NB of the ``n`` images at a time."""
     size = math.prod(per_image) * np.dtype(_work_np(dt)).itemsize
-    nb = max(1, min(n, COLS_BYTES // max(size, 1)))
+    nb = max(1, min(n, th("conv.cols_bytes") // max(size, 1)))
+    use("conv.cols.chunked" if nb < n else "conv.cols.whole")
     if nb > numba_threads():
         nb -= nb % numba_threads()         # whole rounds of GEMMs per thread
     return np.empty((nb,) + per_image, _work_np(dt))
@@ -102,9 +106,10 @@ def lower_conv(node, ins, ctx) -> Step:
     geo = np.array([kh, kw, sh, sw, ph, pw, dh, dw, ho, wo], np.int64)
     one = kh == kw == 1 and (sh, sw, ph, pw) == (1, 1, 0, 0)
     kernel = compile_kernel("conv_gemm", K.render(K.CONV, K.CONV_HEAD))
-    if not one and cg >= NHWC_MIN_CG:
+    if not one and cg >= th("conv.nhwc_min_cg"):
         return _conv_nhwc(node, kernel, (n, g, cg, h, w), (cog, kh, kw), geo)
-    gemm = _pick(kernel, "conv_1x1" if one else "conv_gemm", n * g * kk * ho * wo)
+    gemm = _pick(kernel, "conv_1x1" if one else "conv_gemm", n * g * kk * ho * wo,
+                 "conv.1x1" if one else "conv.gemm")
     cols = None if one else _scratch(n, (g, kk, ho * wo), node.shape.dtype)
     cb = _block(cog, g * (n if one else cols.shape[0]))
 
@@ -132,14 +137,14 @@ def _conv_nhwc(node, kernel, x_dims, w_dims, geo) -> Step:
     ho, wo = int(geo[8]), int(geo[9])
     kk = cg * kh * kw
     work_units = n * g * kk * ho * wo
-    threads = numba_threads() if work_units >= PAR_MIN else 1
+    threads = numba_threads() if work_units >= th("conv.par_min") else 1
     fit = max(1, BLOCK_BYTES // ((kk + cog) * np.dtype(_work_np(node.shape.dtype)).itemsize))
     by, bx = (max(1, min(ho, fit // wo)), wo) if fit >= wo else (1, fit)
     while n * g * -(-ho // by) * -(-wo // bx) < 2 * threads and by * bx > 16:
         by, bx = (-(-by // 2), bx) if by > 1 else (by, -(-bx // 2))
     items = n * g * -(-ho // by) * -(-wo // bx)
     chunks = min(items, CHUNKS_PER_THREAD * threads)
-    fn = _pick(kernel, "conv_nhwc", work_units)
+    fn = _pick(kernel, "conv_nhwc", work_units, "conv.nhwc")
 
     def run(out, x, wt):
         if out.size == 0:
@@ -166,7 +171,7 @@ def lower_conv_transpose(node, ins, ctx) -> Step:
     cig = ci // g
     geo = np.array([kh, kw, sh, sw, ph, pw, dh, dw, ho, wo, h, w], np.int64)
     kernel = compile_kernel("conv_gemm", K.render(K.CONV, K.CONV_HEAD))
-    gemm = _pick(kernel, "convt_gemm", n * g * cog * kh * kw * h * w)
+    gemm = _pick(kernel, "convt_gemm", n * g * cog * kh * kw * h * w, "convt.gemm")
     cols = _scratch(n, (g, cog * kh * kw, h * w), node.shape.dtype)
     cb = _block(cog * kh * kw, g * cols.shape[0])
 
@@ -200,7 +205,7 @@ def lower_pool(node, ins, ctx) -> Step:
     o4 = (planes,) + pad3 + o_dims[2:]
     kind = POOL_KINDS[a.kind]
     kernel = compile_kernel("pool", K.render(K.POOL))
-    fn = _pick(kernel, "pool", math.prod(o_dims) * math.prod(a.kernel_size))
+    fn = _pick(kernel, "pool", math.prod(o_dims) * math.prod(a.kernel_size), "pool")
     sixteen = node.shape.dtype in (DType.F16, DType.BF16)
 
     def run(out, x):
@@ -227,7 +232,7 @@ def lower_im2col(node, ins, ctx) -> Step:
     wo = R.conv_out_size(w, kw, sw, pw, dw, "W")
     geo = np.array([kh, kw, sh, sw, ph, pw, dh, dw, ho, wo], np.int64)
     kernel = compile_kernel("im2col", K.render(K.IM2COL))
-    fn = _pick(kernel, "im2col", math.prod(node.shape.dims))
+    fn = _pick(kernel, "im2col", math.prod(node.shape.dims), "im2col")
     bits = node.shape.dtype in (DType.F16, DType.BF16)
 
     def run(out, x):

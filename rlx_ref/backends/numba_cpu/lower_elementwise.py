@@ -13,7 +13,8 @@ import numpy as np
 from ...ir.dtype import DType
 from ...ops.region import walk_chain
 from ..codegen.chain import chain_steps, read_mode
-from .ew_codegen import PARALLEL_MIN, render
+from .ew_codegen import render
+from .variant_table import th, use, use_par
 from .kernels import compile_kernel
 from .lowering import KERNEL_DTYPES, JitCall, Step, lowers
 
@@ -42,13 +43,16 @@ def lower_chain(node, ins, ctx) -> Step:
     for i, s in enumerate(ins):
         if prologue and i == region.prologue_input:
             m, st = "full", None
+            use("ew.read.up2")
         else:
             m, st = read_mode(tuple(s.dims), out_dims, region, i)
+            use(f"ew.read.{m}")
         modes.append(m)
         strides.append(st)
     name, source = render(steps, k_in, k_steps, modes)
     kernel = compile_kernel(name, source)
-    fn = kernel.get(name + "_par") if math.prod(out_dims) >= PARALLEL_MIN else kernel.fn
+    par = use_par("ew", math.prod(out_dims) >= th("par_elements"))
+    fn = kernel.get(name + "_par") if par else kernel.fn
     dims = np.array(out_dims or (1,), np.int64)
     convert_in = [d in SIXTEEN for d in in_dts]
     convert_out = out_dt in SIXTEEN

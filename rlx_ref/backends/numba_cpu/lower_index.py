@@ -14,50 +14,53 @@ import math
 import numpy as np
 
 from ...ir.dtype import DType
-from . import _index_map
 from ._index_decode import IndexDecoder
 from ._index_decode import kernel as decode_kernel
 from ._index_kernels import kernel
 from ._index_map import bits, strides_of, uint_name
 from .lower_movement import MOVE_DTYPES
 from .lowering import JitCall, Step, lowers
+from .variant_table import th, use, use_par
 
 SIXTEEN = (DType.F16, DType.BF16)
 SCATTER_NOTE = "f16/bf16 scatter in f32 shadows converted on the host (rounded once)"
 RED = {"None": 0, "Add": 1, "Mul": 2, "Max": 3, "Min": 4}
 CHUNK = 1 << 12
-PIECE = 1 << 14         # least elements per parallel gather work item along a long row
 
 
 def _i64(values) -> np.ndarray:
     return np.array(list(values), np.int64)
 
 
-def _big(node) -> bool:
+def _big(node, family: str) -> bool:
+    """Whether ``node``'s output is large enough for the prange kernel (recorded)."""
     size = math.prod(node.shape.dims) * node.shape.dtype.size_bytes
-    return size >= _index_map.PARALLEL_BYTES
+    return use_par(family, size >= th("move.par_bytes"))
 
 
-def _pick(node, name: str):
-    k = kernel()
-    return k.get(name + "_par") if _big(node) else k.get(name)
+def _pick(node, name: str, family: str) -> tuple:
+    """(kernel ``name`` or its prange twin, whether it is the twin)."""
+    par = _big(node, family)
+    return kernel().get(name + "_par" if par else name), par
 
 
 def _kernels():
     return [kernel(), decode_kernel()]
 
 
-def _piece(rows: int, inner: int) -> int:
+def _piece(rows: int, inner: int, par: bool) -> int:
     """Elements per parallel gather work item: whole rows when there are enough rows for
-    4 items per thread, else rows cut into pieces (at least PIECE elements) that make up
-    the difference."""
+    4 items per thread, else rows cut into pieces (at least ``gather.piece`` elements)
+    that make up the difference (recorded when the prange kernel runs them)."""
     import numba
 
-    want = 4 * numba.get_num_threads()
-    if rows >= want or inner <= PIECE:
+    want, least = 4 * numba.get_num_threads(), th("gather.piece")
+    if rows >= want or inner <= least:
         return max(inner, 1)
+    if par:
+        use("gather.pieces")
     per_row = -(-want // max(rows, 1))
-    return max(PIECE, -(-inner // per_row))
+    return max(least, -(-inner // per_row))
 
 
 # ── gathers ────────────────────────────────────────────────────────────────
@@ -68,8 +71,8 @@ def _gather(node, ins, ctx):
     outer, n_axis = math.prod(table[:ax]), table[ax]
     inner = math.prod(table[ax + 1:])
     decode = IndexDecoder("Gather", "C3", [n_axis], [ax], negative_ok=False)
-    fn = _pick(node, "take_rows")
-    piece = _piece(outer * math.prod(ins[1].dims), inner)
+    fn, par = _pick(node, "take_rows", "gather.rows")
+    piece = _piece(outer * math.prod(ins[1].dims), inner, par)
 
     def run(out, x, indices):
         idx = decode(indices)
@@ -98,7 +101,7 @@ def _gather_elements(node, ins, ctx):
     ax = node.attrs.axis % len(data)
     decode = IndexDecoder("GatherElements", "C4", [data[ax]], [ax], negative_ok=True)
     idims, dstrides = _i64(ins[1].dims), _i64(strides_of(data))
-    fn = _pick(node, "take_elements")
+    fn, _ = _pick(node, "take_elements", "gather.elements")
 
     def run(out, x, indices):
         idx = decode(indices)
@@ -116,8 +119,8 @@ def _gather_nd(node, ins, ctx):
     batch_stride = math.prod(data[b:]) if b else 0
     dstrides = _i64(strides_of(data)[b:b + k])
     inner = math.prod(data[b + k:])
-    fn = _pick(node, "take_nd")
-    piece = _piece(math.prod(idims[:-1]), inner)
+    fn, par = _pick(node, "take_nd", "gather.nd")
+    piece = _piece(math.prod(idims[:-1]), inner, par)
 
     def run(out, x, indices):
         idx = decode(indices)
@@ -165,7 +168,7 @@ def _scatter_add(node, ins, ctx):
     inner = math.prod(dims[1:])
     decode = IndexDecoder("ScatterAdd", "C4", [dims[0]], [0], negative_ok=False)
     red, dstrides = _reduction("Add", node.shape.dtype), _i64([inner])
-    par = _big(node)
+    par = _big(node, "scatter")
     k = kernel()
 
     def launch(work, updates, indices):
@@ -203,7 +206,7 @@ def _scatter_nd(node, ins, ctx):
     decode = IndexDecoder("ScatterNd", "C4", data[:kk], range(kk), negative_ok=True)
     dstrides, inner = _i64(strides_of(data)[:kk]), math.prod(data[kk:])
     red = _reduction(node.attrs.reduction, node.shape.dtype)
-    par = _big(node)
+    par = _big(node, "scatter")
     k = kernel()
 
     def launch(work, x, indices, updates):

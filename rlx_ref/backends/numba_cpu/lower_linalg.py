@@ -28,14 +28,14 @@ import numpy as np
 from ...ir.dtype import DType
 from ...ops.opdef import OpError
 from .kernels import compile_kernel
+from .variant_table import th, use, use_par
 from .lowering import JitCall, Step, lowers
 
 SIXTEEN = (DType.F16, DType.BF16)
 FLOATS = (DType.F32, DType.F64) + SIXTEEN
 SHADOW_NOTE = "f16/bf16 run through f32 shadows converted on the host"
-BLAS_MIN = 1 << 12           # M·N·K below this: the loop kernel beats a BLAS call
-PAR_MIN = 1 << 18            # loop kernel: multiply-adds above this run in prange
-BLAS_PAR_MIN = 1 << 21       # BLAS: multiply-adds above this run as row blocks in prange
+# linalg.blas_min (M·N·K below it: the loop kernel beats a BLAS call), linalg.par_min
+# (the loop kernel's prange) and linalg.blas_par_min (BLAS row blocks): variant_table
 
 
 def work(x: np.ndarray) -> np.ndarray:
@@ -180,14 +180,18 @@ def mm_call(kind: str, bo: int, m: int, k: int, n: int):
     ``o3`` of shape [bo, m, n], K = ``k`` > 0 and dtype kind ``kind``."""
     kern = matmul_kernel()
     macs = bo * m * n * k
-    if kind == "f" and macs // bo >= BLAS_MIN:
-        par = macs >= BLAS_PAR_MIN
+    if kind == "f" and macs // bo >= th("linalg.blas_min"):
+        par = macs >= th("linalg.blas_par_min")
         # one block per thread: a single-threaded GEMM is most efficient whole (measured:
-        # 8 blocks of 512³ took 2.0 ms, 2 blocks 1.6 ms, numpy's 2-thread sgemm 1.6 ms)
-        rows = max(32, -(-m * bo // numba_threads())) if par else m
-        fn = kern.get("mm_blas_par") if par and rows < m * bo else kern.fn
-        return fn, (min(rows, m),), True
-    return kern.get("mm_loop_par" if macs >= PAR_MIN else "mm_loop"), (), False
+        # 8 blocks of 512³ took 2.0 ms, 2 blocks 1.6 ms, numpy's 2-thread sgemm 1.6 ms);
+        # the least block is 32 rows, or 1 under lowered thresholds (to reach the split)
+        least = min(32, th("linalg.blas_par_min"))
+        rows = max(least, -(-m * bo // numba_threads())) if par else m
+        blocks = par and rows < m * bo
+        use("matmul.blas.par" if blocks else "matmul.blas")
+        return (kern.get("mm_blas_par") if blocks else kern.fn), (min(rows, m),), True
+    par = use_par("matmul.loop", macs >= th("linalg.par_min"))
+    return kern.get("mm_loop_par" if par else "mm_loop"), (), False
 
 
 def batched_matmul(a3, b3, o3, ia, ib) -> None:

@@ -20,18 +20,23 @@ from ...ops.elementwise import cast_array
 from . import _index_map
 from ._index_map import IndexMap, affine, bits, kernel, strides_of, table, uint_name
 from .lowering import JitCall, Step, lowers
+from .variant_table import th, use, use_par
 
 MOVE_DTYPES = tuple(d for d in DType if not d.is_complex)
 
 
 def gather_step(node, maps, fill=None) -> Step:
     move = IndexMap(tuple(node.shape.dims), maps, fill)
+    variant = move.variant(math.prod(node.shape.dims) * node.shape.dtype.size_bytes)
+    if variant:
+        use(variant)
     return Step(move, [kernel()], jit=move.jit(node.shape.dtype.np))
 
 
-def _parallel(node) -> bool:
-    return math.prod(node.shape.dims) * node.shape.dtype.size_bytes >= \
-        _index_map.PARALLEL_BYTES
+def _parallel(node, family: str) -> bool:
+    """Whether ``node``'s output is large enough for the prange kernel (recorded)."""
+    return use_par(family, math.prod(node.shape.dims) * node.shape.dtype.size_bytes >=
+                   th("move.par_bytes"))
 
 
 # ── the kinds ──────────────────────────────────────────────────────────────
@@ -124,7 +129,7 @@ def _concat(node, ins, ctx):
     total = out_dims[ax] * inner
     offs = np.cumsum([0] + [s.dims[ax] * inner for s in ins])
     k = kernel()
-    fn = k.get("put_rows_par") if _parallel(node) else k.get("put_rows")
+    fn = k.get("put_rows_par") if _parallel(node, "concat") else k.get("put_rows")
 
     def run(out, *xs):
         o = bits(out)
@@ -145,7 +150,7 @@ def _trilu(node, ins, ctx):
     nrows = math.prod(dims[:-1])
     up, diag = bool(node.attrs.upper), int(node.attrs.diagonal)
     k = kernel()
-    fn = k.get("trilu_par") if _parallel(node) else k.get("trilu")
+    fn = k.get("trilu_par") if _parallel(node, "trilu") else k.get("trilu")
 
     def run(out, x):
         if out.size:

@@ -70,10 +70,10 @@ def _feature_norm(node, ins, outer: int, c: int, inner: int, eps: float, rms: bo
     kernel = _norm_kernel()
     par = is_parallel(outer * c * inner)
     if inner == 1:
-        fn = pick(kernel, "norm_blocks", par)
+        fn = pick(kernel, "norm_blocks", par, "norm.blocks")
         extra = (1, c, 1, eps, rms, row_tasks(outer, par))
     else:
-        fn = pick(kernel, "norm_cols", par)
+        fn = pick(kernel, "norm_cols", par, "norm.cols")
         extra = (c, inner, eps, rms, tile_columns(outer, inner, par))
     return _step(node, ins, kernel, c, fn, extra)
 
@@ -107,7 +107,7 @@ def lower_group_norm(node, ins, ctx) -> Step:
     eps = float(node.attrs.eps)
     kernel = _norm_kernel()
     par = is_parallel(n * c * s)
-    fn = pick(kernel, "norm_blocks", par)
+    fn = pick(kernel, "norm_blocks", par, "norm.blocks")
 
     def check():
         if groups <= 0 or c % groups:     # dynamic channels: the verifier could not check
@@ -125,7 +125,7 @@ def lower_batch_norm(node, ins, ctx) -> Step:
     c = int(dims[-1])
     kernel = _norm_kernel()
     par = is_parallel(math.prod(dims))
-    fn = pick(kernel, "batchnorm", par)
+    fn = pick(kernel, "batchnorm", par, "batchnorm")
     eps = float(node.attrs.eps)
     return _step(node, ins, kernel, c, fn, (eps, row_tasks(math.prod(dims[:-1]), par)),
                  ("gamma", "beta", "running_mean", "running_var"))

@@ -4,7 +4,7 @@ ArgMin and TopK.
 Each node reads its input as a C-contiguous [outer, K, inner] block (``_reduce_geom``) and
 runs one of a few kernels Numba specializes per dtype: ``*_rows`` when the reduced extent
 is contiguous (inner == 1), ``*_cols`` tiles of columns otherwise, each with a prange twin
-used past ``PARALLEL_MIN`` elements. Reduce over non-adjacent axes is the one place that
+used from ``numba-cpu:par_elements`` elements. Reduce over non-adjacent axes is the one place that
 copies: the input is transposed once to (kept axes, reduced axes) and reduced as rows.
 """
 from __future__ import annotations
@@ -31,6 +31,7 @@ from ._reduce_geom import (
 )
 from .kernels import compile_kernel
 from .lowering import JitCall, Step, accumulates, lowers
+from .variant_table import th, use
 
 INTS = (DType.I8, DType.I16, DType.I32, DType.I64, DType.U8, DType.U32)
 FLOATS16 = (DType.F32, DType.F64) + SIXTEEN
@@ -72,12 +73,14 @@ def lower_reduce(node, ins, ctx) -> Step:
     par = is_parallel(total)
     if inner > 1:
         ib = tile_columns(outer, inner, par)
-        fn, extra = pick(kernel, f"{kernel.name}_cols", par), (k, inner, init, ib)
-    elif par and outer < 2 * threads() and k >= 4 * _reduce_fold.CHUNK:
+        fn = pick(kernel, f"{kernel.name}_cols", par, "reduce.cols")
+        extra = (k, inner, init, ib)
+    elif par and outer < 2 * threads() and k >= 4 * th("reduce.chunk"):
         # a few long rows: split them
-        fn, extra = kernel.get(f"{kernel.name}_chunks_par"), (k, init, _reduce_fold.CHUNK)
+        use("reduce.chunks_par")
+        fn, extra = kernel.get(f"{kernel.name}_chunks_par"), (k, init, th("reduce.chunk"))
     else:
-        fn = pick(kernel, f"{kernel.name}_rows", par)
+        fn = pick(kernel, f"{kernel.name}_rows", par, "reduce.rows")
         extra = (k, init, row_tasks(outer, par))
 
     def run(out, x):
@@ -111,10 +114,11 @@ def lower_softmax(node, ins, ctx) -> Step:
     kernel = _kernel(_reduce_softmax, "f64" if ins[0].dtype is DType.F64 else "f32")
     par = is_parallel(outer * k * inner)
     if inner > 1:
-        fn = pick(kernel, f"{kernel.name}_cols", par)
+        fn = pick(kernel, f"{kernel.name}_cols", par, "softmax.cols")
         extra = (k, inner, tile_columns(outer, inner, par))
     else:
-        fn, extra = pick(kernel, f"{kernel.name}_rows", par), (k, row_tasks(outer, par))
+        fn = pick(kernel, f"{kernel.name}_rows", par, "softmax.rows")
+        extra = (k, row_tasks(outer, par))
 
     def run(out, x):
         buf, rounded = kernel_out(out)
@@ -135,10 +139,10 @@ def lower_scan(node, ins, ctx) -> Step:
     excl = bool(node.attrs.exclusive)
     par = is_parallel(outer * k * inner)
     if inner > 1:
-        fn = pick(kernel, f"{kernel.name}_cols", par)
+        fn = pick(kernel, f"{kernel.name}_cols", par, "scan.cols")
         extra = (k, inner, init, excl, tile_columns(outer, inner, par))
     else:
-        fn = pick(kernel, f"{kernel.name}_rows", par)
+        fn = pick(kernel, f"{kernel.name}_rows", par, "scan.rows")
         extra = (k, init, excl, row_tasks(outer, par))
 
     def run(out, x):
@@ -165,10 +169,10 @@ def lower_arg(node, ins, ctx) -> Step:
     par = is_parallel(outer * k * inner)
     if inner > 1:
         ib = tile_columns(outer, inner, par)
-        fn = pick(kernel, "arg_cols", par)
+        fn = pick(kernel, "arg_cols", par, "arg.cols")
         call = lambda buf, x: fn(buf, x, k, inner, largest, ib)
     else:
-        fn = pick(kernel, "arg_rows", par)
+        fn = pick(kernel, "arg_rows", par, "arg.rows")
         call = lambda buf, x: fn(buf, x, k, largest)
     what = f"{node.kind} over an empty axis ({ax} of shape {list(dims)}) has no answer"
 
@@ -192,7 +196,8 @@ def lower_topk(node, ins, ctx) -> Step:
     n, k = dims[-1], node.attrs.k
     outer = math.prod(dims[:-1])
     kernel = _kernel(_reduce_select)
-    fn = pick(kernel, "topk_rows", is_parallel(outer * n))
+    fn = pick(kernel, "topk_rows", is_parallel(outer * n), "topk")
+    use("topk.buffer" if k <= _reduce_select.SMALL_K else "topk.sort")
 
     def run(out, x):
         if k > n:           # only reachable with dynamic dims (the verifier checks C2)

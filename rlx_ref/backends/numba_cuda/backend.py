@@ -13,6 +13,7 @@ from ..base import TableBackend
 
 class NumbaCudaBackend(TableBackend):
     name = "cuda"
+    device_types = ("gpu",)
 
     def __init__(self, device=None):
         try:

@@ -47,6 +47,14 @@ class OpenCLBackend(TableBackend):
         dev = self._device()
         return bool(dev and dev[0].is_cpu and "portable computing" in dev[0].platform.lower())
 
+    @property
+    def device_types(self) -> tuple:
+        """("gpu",) where the lowerings render work-group kernels, else ("cpu",)."""
+        from ._reduce_c import gpu_style
+
+        dev = self._device()
+        return ("gpu",) if dev and gpu_style(dev[0]) else ("cpu",)
+
     def _table(self):
         from .lowering import TABLE
 

@@ -22,6 +22,7 @@ from ...ops.opdef import RefCtx, get
 from ...runtime.session import CompiledGraph
 from ..base import Executable
 from ..planning import PlanPool, assign_buffers, contiguous, planning, specialize
+from .. import variants
 from . import memory
 from .lowering import ERR_TEXT, LOWERINGS, LowerCtx
 from .program import ProgramBuilder
@@ -71,6 +72,17 @@ class Plan:
         self.graph, self.rt = graph, rt
         self.steps = []
         self.const = {}
+        with variants.lowering(options) as chosen:
+            self._lower(graph, rt, options)
+        self.variants = frozenset(chosen)     # kernel variants the steps run
+        self.outputs = list(graph.outputs)
+        self.inputs = [n for n in graph.nodes if n.kind == "Input"]
+        self.params = [n for n in graph.nodes if n.kind == "Param"]
+        self._launchers = None
+        self._loaded_params = None     # the params snapshot on the device (held: no id reuse)
+
+    def _lower(self, graph: Graph, rt, options) -> None:
+        """Lower every node to a step (constants uploaded once)."""
         for node in graph.nodes:
             if not node.shape.is_static:
                 raise OpenCLRunError(f"%{node.id} has dynamic shape {node.shape} after "
@@ -88,11 +100,6 @@ class Plan:
                 with planning("opencl", node, rt.max_alloc, "the device's largest buffer "
                               "(CL_DEVICE_MAX_MEM_ALLOC_SIZE)", _cl_errors()):
                     self.steps.append((node, LOWERINGS[node.kind].fn(node, ins, ctx)))
-        self.outputs = list(graph.outputs)
-        self.inputs = [n for n in graph.nodes if n.kind == "Input"]
-        self.params = [n for n in graph.nodes if n.kind == "Param"]
-        self._launchers = None
-        self._loaded_params = None     # the params snapshot on the device (held: no id reuse)
 
     def finalize(self) -> None:
         """Allocate buffers (liveness reuse) and bind every step (builds the program)."""
@@ -210,6 +217,7 @@ class OpenCLExecutable(CompiledGraph, Executable):
         self.options = options
         self._context, self._queue = context, queue
         self._pool = PlanPool(self._build_plan)
+        self._ran: set = set()      # kernel variants of every plan that has run
         if not any(isinstance(d, Dyn) for n in graph.nodes for d in n.shape.dims):
             self._pool.add((), self._new_plan(graph, queue))
 
@@ -235,10 +243,16 @@ class OpenCLExecutable(CompiledGraph, Executable):
     def _execute(self, inputs: dict, params: dict, bindings: dict) -> list:
         key = tuple(sorted(bindings.items()))
         plan = self._pool.acquire(key)
+        if not self._ran.issuperset(plan.variants):
+            self._ran.update(plan.variants)     # idempotent: racing runs agree
         try:
             return plan.run(inputs, params)
         finally:
             self._pool.release(key, plan)
+
+    def variants_run(self) -> list:
+        """The kernel variants (``opencl:...``) of the runs so far, sorted."""
+        return sorted(self._ran)
 
     def rerun(self) -> None:
         """Run again on the inputs already on the device and wait (no transfers): what a

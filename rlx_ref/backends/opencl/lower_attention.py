@@ -24,6 +24,7 @@ from ._linalg_cl import BUFFER, FLOATS, load, named, store, upload_longs
 from ._linalg_plan import kernel
 from .launch import bind_1d, scalar
 from .lowering import Step, lowers
+from .variant_table import use
 
 CPU_ROWS = 8                 # query rows per work-item on a CPU ...
 ROW_FLOATS = 4096            # ... while their private Q and output rows fit in 16 KiB
@@ -60,6 +61,7 @@ def lower_attention(node, ins, ctx) -> Step:
         scale = wnp(1) / np.sqrt(wnp(g.d))
     cap = wnp(a.attn_logit_softcap) if a.attn_logit_softcap is not None else wnp(0)
     rows, keys = 1, 1
+    use("attention.cpu" if ctx.device.is_cpu else "attention.gpu")
     if ctx.device.is_cpu:
         rows = max(1, min(CPU_ROWS, g.s_q, ROW_FLOATS // (g.d + g.dv)))
         keys = 4 if ct == "double" else 8

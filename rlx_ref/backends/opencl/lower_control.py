@@ -16,6 +16,7 @@ from ...ir.dtype import DType
 from ...ops.control import scan_kept_steps
 from . import memory
 from .lowering import Step, lowers
+from .variant_table import use
 
 ANY = tuple(DType)
 BODY_NOTE = "the node drives its compiled bodies from the host; their kinds are lowered " \
@@ -100,6 +101,7 @@ def _while(node, ins, ctx):
                 steps += 1
         launch.keep = state
         return launch
+    use("loop.host")
     return Step(bind, note="host loop")
 
 
@@ -145,6 +147,7 @@ def _scan(node, ins, ctx):
             if not a.save_trajectory:
                 out.copy_from(q, result)
         return launch
+    use("loop.host")
     return Step(bind, note="host loop")
 
 

@@ -4,7 +4,7 @@ Conv is an implicit im2col + the packed product of ``_linalg_plan``: per (image,
 ``out[co, pixel] = Σ_k W[co, k] · X̃[k, pixel]`` with k = (channel, ky, kx). The weight is
 packed once through an offset table; the unfolded input X̃ is written straight into the
 rhs panels by the packing kernel (zero outside the input), a chunk of images at a time so
-the scratch stays under CHUNK_BYTES, and the product writes NCHW directly.
+the scratch stays under conv.chunk_bytes, and the product writes NCHW directly.
 ConvTranspose2d is the same product in gather form: k runs over (input channel, ky, kx)
 and X̃[k, pixel] is the input element whose tap lands on that output pixel (zero where
 none does), with the weight read as ``[group][C_out/g][C_in/g·kH·kW]`` through its table.
@@ -23,8 +23,9 @@ from ._linalg_cl import FLOATS
 from ._linalg_plan import Gemm, Packer, kernel, table_packer
 from .launch import bind_1d, scalar
 from .lowering import Step, lowers
+from .variant_table import th, use
 
-CHUNK_BYTES = 32 << 20       # unfolded input per product launch (whole images, at least one)
+# conv.chunk_bytes (variant_table): unfolded input per product launch (whole images, >= 1)
 F16_NOTE = "f16/bf16 are computed in f32 and rounded once"
 
 
@@ -61,7 +62,8 @@ def _conv_product(node, ctx, n: int, groups: int, M: int, N: int, K: int, a: Pac
     if K == 0:
         return _zeros_step(ctx)
     per_image = groups * K * N * 4
-    imgs = max(1, min(n, CHUNK_BYTES // max(per_image, 1)))
+    imgs = max(1, min(n, th("conv.chunk_bytes") // max(per_image, 1)))
+    use("conv.images.chunked" if imgs < n else "conv.images.whole")
     chunks = [(i * groups, min(imgs, n - i) * groups) for i in range(0, n, imgs)]
     b = Packer(kind, dt, N, K, None, geo=_geo(ctx, geo))
     most = imgs * groups

@@ -16,6 +16,7 @@ from . import memory
 from .ew_render import render
 from .launch import bind_1d, scalar
 from .lowering import BASE_DTYPES, SIXTEEN, Step, lowers
+from .variant_table import use
 
 
 def lower_chain(node, ins, ctx) -> Step:
@@ -30,8 +31,10 @@ def lower_chain(node, ins, ctx) -> Step:
     for i, s in enumerate(ins):
         if prologue and i == region.prologue_input:
             m, st = "up2", None
+            use("ew.read.up2")
         else:
             m, st = read_mode(tuple(s.dims), out_dims, region, i)
+        use(f"ew.read.{m}")
         modes.append(m)
         extras.append(st if m == "strided" else (math.prod(s.dims) if m == "mod" else None))
     name, source = render(steps, in_dts, step_dts, modes)

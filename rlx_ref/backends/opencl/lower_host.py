@@ -7,6 +7,7 @@ from ...interpret import Interpreter
 from ...ir.dtype import DType
 from ...ops.opdef import RefCtx, all_opdefs
 from .lowering import TABLE, Step, lowers
+from .variant_table import use
 
 HOST_REASON = "no OpenCL kernel: inputs are read back and the reference runs on the host"
 
@@ -28,6 +29,7 @@ def _run_body(body, args, params=None):
 
 
 def lower_host(node, ins, ctx) -> Step:
+    use("host.reference")
     ref_ctx = RefCtx(node.attrs, node.shape, False, _run_body, node)
     q = ctx.queue
 

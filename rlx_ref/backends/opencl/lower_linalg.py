@@ -4,7 +4,7 @@ declared host path: LU with pivoting is sequential per matrix).
 Both are a batched product ``out[b] = A[b] · B[b]`` whose operands are described by offset
 tables (matrix, free index, contracted index), so broadcast batches and DotGeneral's axis
 permutations cost no copy: packing reads through the tables (``_linalg_plan``). Products
-of up to DIRECT_MACS multiply-adds (or with K = 0) take the one-kernel direct path, and a
+of up to linalg.direct_macs multiply-adds (or with K = 0) take the one-kernel direct path, and a
 MatMul of at most SKINNY_ROWS rows on a CPU (a GEMV, a decode step) reads its operands in
 place: packing would read and write the whole rhs once more. f16/bf16 are computed in f32
 and rounded once; integers wrap.
@@ -18,9 +18,10 @@ import numpy as np
 from ...ir.dtype import DType
 from ._linalg_cl import FLOATS, c_strides, offsets
 from ._linalg_plan import Direct, Gemm, Skinny, table_packer
+from .variant_table import th, use
 from .lowering import Step, lowers
 
-DIRECT_MACS = 1 << 15        # M·N·K·batch at or below this: one direct kernel
+# linalg.direct_macs (variant_table): M·N·K·batch at or below it: one direct kernel
 SKINNY_ROWS = 4              # MatMul on a CPU with at most this many rows: no packing
 F16_NOTE = "f16/bf16 are computed in f32 and rounded once"
 
@@ -43,12 +44,14 @@ def product_step(ctx, dt: DType, M: int, N: int, K: int, ia, ib, a_tabs, b_tabs)
     nb = len(ia)
     if nb * M * N == 0:
         return Step(lambda out, a, b: _idle)
-    if K == 0 or nb * M * N * K <= DIRECT_MACS:
+    if K == 0 or nb * M * N * K <= th("linalg.direct_macs"):
+        use("matmul.direct")
         a_mats, a_rows, a_ks = a_tabs
         b_mats, b_ks, b_cols = b_tabs
         plan = Direct(ctx, dt, dt, M, N, K, nb, (a_mats[ia], a_rows, a_ks),
                       (b_mats[ib], b_ks, b_cols))
         return Step(plan.bind)
+    use("matmul.gemm_cpu" if ctx.device.is_cpu else "matmul.gemm_gpu")
     pa = table_packer(ctx, dt, *a_tabs)
     pb = table_packer(ctx, dt, b_tabs[0], b_tabs[2], b_tabs[1])
     plan = Gemm(ctx, dt, M, N, K, pa, pb, ia, ib, [(0, nb)])
@@ -64,7 +67,9 @@ def lower_matmul(node, ins, ctx) -> Step:
     a_tabs = (np.arange(ba) * M * K, np.arange(M) * K, np.arange(K))
     b_tabs = (np.arange(bb) * K * N, np.arange(K) * N, np.arange(N))
     dt = node.shape.dtype
-    if ctx.device.is_cpu and 0 < M <= SKINNY_ROWS and len(ia) * N * K > DIRECT_MACS:
+    skinny = 0 < M <= SKINNY_ROWS and len(ia) * N * K > th("linalg.direct_macs")
+    if ctx.device.is_cpu and skinny:
+        use("matmul.skinny")
         return Step(Skinny(ctx, dt, M, N, K, ia, ib).bind)
     return product_step(ctx, node.shape.dtype, M, N, K, ia, ib, a_tabs, b_tabs)
 

@@ -29,6 +29,7 @@ from ._move_src import (
 )
 from .launch import bind_1d, bind_nd, scalar
 from .lowering import Step, lowers
+from .variant_table import use
 
 MOVE_DTYPES = tuple(DType)
 
@@ -43,6 +44,7 @@ def map_step(node, ctx, maps: list, base: int = 0, fill=None) -> Step:
     maps = simplify(maps)
     if _move_tile.fits(maps, fill):
         return _tile_step(node, ctx, maps, base)
+    use("move.map")
     params, tab = pack(maps)
     rows, inner = rows_inner(maps)
     chunk, nchunks = split(rows, inner, ctx.device)
@@ -64,6 +66,7 @@ def map_step(node, ctx, maps: list, base: int = 0, fill=None) -> Step:
 def _tile_step(node, ctx, maps: list, base: int) -> Step:
     """A transposing map: tiles read along the input, written along the output."""
     name, source, ts, gpu = _move_tile.tile_kernel(node.shape.dtype.size_bytes, ctx.device)
+    use("move.tiled_gpu" if gpu else "move.tiled_cpu")
     ref = ctx.kernel(source, name)
     params, tab = pack(maps)
     ax_buf, tab_buf = _upload(ctx, params), _upload(ctx, tab)

@@ -25,6 +25,7 @@ from ._reduce_c import (
 )
 from .launch import scalar
 from .lowering import Step, accumulates, lowers
+from .variant_table import use, use_dev
 
 _WIDE_STATS = "CPU-style kernels compute in double where the device has fp64"
 _NARROW = (DType.F32, DType.F16, DType.BF16)
@@ -52,6 +53,7 @@ def _blocks(node, ins, ctx, rows: int, groups: int, cg: int, s: int, rms: bool) 
     dev, q = ctx.device, ctx.queue
     gpu = rc.gpu_style(dev)
     wg = wg_size(dev)
+    use_dev("norm.rows", gpu)
     ref = kernel(ctx, _reduce_norm.source("rows_gpu" if gpu else "rows_cpu", defs, wg))
     items, local = (rows * wg, wg) if gpu else (rows, cpu_local(dev, rows))
     items = items if cg * s else 0          # empty blocks: nothing to write
@@ -67,6 +69,7 @@ def _lines(node, ins, ctx, outer: int, c: int, inner: int, rms: bool) -> Step:
     dev, q = ctx.device, ctx.queue
     gpu = rc.gpu_style(dev)
     blocks = not gpu
+    use_dev("norm.cols", gpu)
     ref = kernel(ctx, _reduce_norm.source("cols_cpu" if blocks else "cols", defs))
     cb = int(defs["VW"]) * _reduce_norm.COL_VECTORS if blocks else 1
     lines = outer * -(-inner // cb) if c else 0
@@ -121,6 +124,7 @@ def lower_batch_norm(node, ins, ctx) -> Step:
     c = int(dims[-1])
     _check_vectors(node, ins, c, ("gamma", "beta", "running_mean", "running_var"))
     defs = _reduce_norm.norm_defs([t.dtype for t in ins], ctx.device)
+    use("batchnorm")
     ref = kernel(ctx, _reduce_norm.source("batchnorm", defs))
     n = math.prod(dims)
     local = min(256, wg_size(ctx.device))

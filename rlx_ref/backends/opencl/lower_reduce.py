@@ -32,11 +32,12 @@ from ._reduce_c import (
 )
 from .launch import scalar
 from .lowering import Step, accumulates, lowers
+from .variant_table import th, use, use_dev
 
 NARROW = (DType.F32, DType.F16, DType.BF16)    # floats an f64 accumulator is a promise for
 
 # a row is cut into segments when the rows alone cannot keep the device busy
-_MIN_SEGMENT = {False: 1 << 15, True: 1 << 13}      # by gpu_style
+# its least length: reduce.min_segment_cpu / reduce.min_segment_gpu (variant_table)
 
 
 def segments(device, rows: int, k: int) -> tuple[int, int]:
@@ -44,9 +45,10 @@ def segments(device, rows: int, k: int) -> tuple[int, int]:
     # GPUs: a few groups per compute unit; CPUs: enough runs to balance the cores
     gpu = rc.gpu_style(device)
     busy = max(device.compute_units, 1) * (4 if gpu else 32)
-    if rows >= busy or k < 2 * _MIN_SEGMENT[gpu]:
+    least = th("reduce.min_segment_gpu" if gpu else "reduce.min_segment_cpu")
+    if rows >= busy or k < 2 * least:
         return k, 1
-    nchunk = min(-(-busy // max(rows, 1)), k // _MIN_SEGMENT[gpu])
+    nchunk = min(-(-busy // max(rows, 1)), k // least)
     chunk = -(-k // nchunk)
     chunk = -(-chunk // 32) * 32            # whole vector blocks in every segment but the last
     return chunk, -(-k // chunk)
@@ -58,7 +60,10 @@ def _bind_rows(ctx, defs: dict, rows: int, k: int):
     gpu = rc.gpu_style(dev)
     wg = wg_size(dev)
     ref = kernel(ctx, _reduce_fold.source("rows_gpu" if gpu else "rows_cpu", defs, wg))
+    use_dev("reduce.rows", gpu)
     chunk, nchunk = segments(dev, rows, k)
+    if nchunk > 1:
+        use("reduce.rows.segmented")
     comb = kernel(ctx, _reduce_fold.source("combine", defs)) if nchunk > 1 else None
     nseg = rows * nchunk
     acc_np = _reduce_fold.ACC_NP[defs["ACC"]]
@@ -82,6 +87,7 @@ def _bind_rows(ctx, defs: dict, rows: int, k: int):
 def _bind_cols(ctx, defs: dict, outer: int, k: int, inner: int):
     dev, q = ctx.device, ctx.queue
     gpu = rc.gpu_style(dev)
+    use_dev("reduce.cols", gpu)
     ref = kernel(ctx, _reduce_fold.source("cols_gpu" if gpu else "cols_cpu", defs))
     cb = 1 if gpu else column_block(defs)
     items = outer * -(-inner // cb)
@@ -94,6 +100,7 @@ def _bind_cols(ctx, defs: dict, outer: int, k: int, inner: int):
 
 
 def _bind_strided(ctx, defs: dict, runs: list, nout: int):
+    use("reduce.strided")
     ref = kernel(ctx, _reduce_fold.source("strided", defs))
     kept = [r for r in runs if not r[2]]
     red = [r for r in runs if r[2]]
@@ -139,6 +146,7 @@ def lower_softmax(node, ins, ctx) -> Step:
     gpu = rc.gpu_style(dev)
     if inner > 1:
         blocks = not gpu
+        use_dev("softmax.cols", gpu)
         ref = kernel(ctx, _reduce_softmax.source("cols_cpu" if blocks else "cols", dt, dev))
         vw = rc.vec_width(dev, rc.compute_type(dt))
         cb = vw * _reduce_softmax.COL_VECTORS if blocks else 1
@@ -147,6 +155,7 @@ def lower_softmax(node, ins, ctx) -> Step:
         return Step(lambda out, x: launcher(ref, q, items, local, [
             out.buf, x.buf, scalar(outer), scalar(k), scalar(inner)]))
     wg = wg_size(dev)
+    use_dev("softmax.rows", gpu)
     ref = kernel(ctx, _reduce_softmax.source("rows_gpu" if gpu else "rows_cpu", dt, dev, wg))
     items, local = (outer * wg, wg) if gpu else (outer, cpu_local(dev, outer))
     return Step(lambda out, x: launcher(ref, q, items, local, [
@@ -165,18 +174,21 @@ def lower_scan(node, ins, ctx) -> Step:
     excl = scalar(int(bool(node.attrs.exclusive)), "int")
     if gpu and inner == 1 and node.kind != "CumProd":      # products stay in order
         wg = wg_size(dev)
+        use("scan.rows_gpu")
         ref = kernel(ctx, _reduce_scan.source("rows_gpu", defs, wg))
         return Step(lambda out, x: launcher(ref, q, outer * wg, wg, [
             out.buf, x.buf, scalar(outer), scalar(k), excl]))
     chunk, nchunk = segments(dev, outer, k) if inner == 1 else (k, 1)
     if nchunk == 1:
         blocks = not gpu and inner > 1
+        use("scan.cols_cpu" if blocks else "scan.lines")
         ref = kernel(ctx, _reduce_scan.source("cols_cpu" if blocks else "lines", defs))
         cb = column_block(defs) if blocks else 1
         lines = outer * -(-inner // cb)
         local = item_local(dev, lines)
         return Step(lambda out, x: launcher(ref, q, lines, local, [
             out.buf, x.buf, scalar(outer), scalar(k), scalar(inner), excl]))
+    use("scan.segmented")
     total, carry, rescan = (kernel(ctx, _reduce_scan.source(n, defs))
                             for n in ("seg_total", "carry", "seg_scan"))
     nseg = outer * nchunk
@@ -214,13 +226,16 @@ def lower_arg(node, ins, ctx) -> Step:
     gpu = rc.gpu_style(dev)
     if gpu and inner == 1:
         wg = wg_size(dev)
+        use("arg.rows_gpu")
         ref = kernel(ctx, _reduce_select.source("rows_gpu", defs, wg))
         return Step(lambda out, x: launcher(ref, q, outer * wg, wg, [
             out.buf, x.buf, scalar(outer), scalar(k)]))
     if inner == 1 and k < 2 ** 31:          # lane indices are int for f32 inputs
+        use("arg.rows_cpu")
         ref = kernel(ctx, _reduce_select.source("rows_cpu", defs))
         return Step(lambda out, x: launcher(ref, q, outer, cpu_local(dev, outer), [
             out.buf, x.buf, scalar(outer), scalar(k)]))
+    use("arg.lines")
     ref = kernel(ctx, _reduce_select.source("lines", defs))
     lines = outer * inner
     local = item_local(dev, lines)
@@ -242,6 +257,7 @@ def lower_topk(node, ins, ctx) -> Step:
     defs = _reduce_select.select_defs(ins[0].dtype, node.shape.dtype, ctx.device)
     ref = kernel(ctx, _reduce_select.source("topk", defs, k=max(k, 1)))
     scratch = k > _reduce_select.PRIVATE_K
+    use("topk.scratch" if scratch else "topk.private")
     ct_np = _reduce_fold.ACC_NP[defs["CT"]]
     dev, q = ctx.device, ctx.queue
 
