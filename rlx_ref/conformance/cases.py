@@ -39,6 +39,7 @@ class Spec:
     out: Shape | None = None
     noncontiguous: tuple = ()
     source: str = ""
+    accuracy: Any = None        # a contract for this case only (None: the op's own)
 
 
 # ── which inputs are data, which are indices ────────────────────────────────
@@ -120,8 +121,10 @@ def spec_case(spec: Spec, seed: int) -> Case:
     g = single_op_graph(spec.kind, spec.attrs, arrays, spec.out)
     dt = primary_dtype(get(spec.kind), arrays, g.nodes[g.outputs[0]].shape)
     feeds = {f"x{i}": a for i, a in enumerate(arrays)}
-    return make_case(spec.kind, dt.display, g, feeds, spec.tags, None, spec.noncontiguous,
+    case = make_case(spec.kind, dt.display, g, feeds, spec.tags, None, spec.noncontiguous,
                      seed, spec.source)
+    case.accuracy = spec.accuracy
+    return case
 
 
 # ── samples and dtype expansion ──────────────────────────────────────────────
