@@ -130,14 +130,14 @@ def _placed(entry, pos: int) -> bool:
     return pos >= (1 if entry[1][0] == "first" else 2)
 
 
-def _schedule(rng, n_steps: int, roles) -> list:
+def _schedule(rng, n_steps: int, roles, prev_only: bool = False) -> list:
     """Step kinds for steps 1..n-1: ("bin", slot) or ("un",); the slots read every input not
     read by step 0, then (where steps remain) Step(0) and a strictly earlier step."""
     ins, free = [("in", i) for i in range(2, len(roles))], n_steps - 1
     if len(ins) > free:
         raise ValueError(f"a {n_steps}-step chain cannot read {len(roles)} inputs; use at "
                          f"most {n_steps + 1}")
-    must = ins + [("first",), ("earlier",)][:free - len(ins)]
+    must = ins + ([] if prev_only else [("first",), ("earlier",)][:free - len(ins)])
     extra = free - len(must)
     fill = [("in", int(rng.integers(0, len(roles)))) for _ in range(extra // 2)]
     slots = _shuffled(rng, must + fill)
@@ -151,14 +151,16 @@ def _schedule(rng, n_steps: int, roles) -> list:
     return kinds
 
 
-def build_chain(rng, n_steps: int, roles, arrays, exact_ops: bool = False):
-    """(chain, patterns used) over inputs of ``roles`` (input 0 and 1 read by step 0)."""
+def build_chain(rng, n_steps: int, roles, arrays, exact_ops: bool = False,
+                prev_only: bool = False):
+    """(chain, patterns used) over inputs of ``roles`` (input 0 and 1 read by step 0);
+    ``prev_only``: steps read only the previous step and inputs (what fusion can form)."""
     bounds = [float(np.max(np.abs(a.astype(np.float64)))) for a in arrays]
     cb = ChainBuilder(rng, roles, bounds, exact_ops)
     cb.binary_step(Input(0), bounds[0], Input(1), bounds[1])
     cb.patterns.add("input")
     cb.patterns.add(roles[1] if roles[1] != "full" else "input")
-    plan = _schedule(rng, n_steps, roles)
+    plan = _schedule(rng, n_steps, roles, prev_only)
     for i, kd in enumerate(plan):
         if kd[0] == "skip":
             continue
@@ -169,7 +171,7 @@ def build_chain(rng, n_steps: int, roles, arrays, exact_ops: bool = False):
         slot = kd[1]
         b, bb = cb.operand(slot)
         room = len(cb.steps) + 2 <= n_steps and i + 1 < len(plan) and plan[i + 1][0] == "un"
-        if room and rng.integers(0, 4) == 0 and not (slot[0] == "in" and
+        if room and not prev_only and rng.integers(0, 4) == 0 and not (slot[0] == "in" and
                                                       roles[slot[1]] == "scalar"):
             cb.select_pair(b, bb)
             plan[i + 1] = ("skip",)

@@ -13,7 +13,10 @@ def edge_kinds() -> tuple:
 
 def edge_specs(kind: str, seed: int) -> list:
     """The generated edge-case Specs of ``kind`` (empty for kinds without generators)."""
+    from ._cases_bcast import bcast_specs
+    from ._cases_bounds import boundary_specs
     from ._cases_chains import chain_specs
+    from ._cases_offset import offset_specs
 
     out = []
     if kind in _ELEMENTWISE:
@@ -22,4 +25,5 @@ def edge_specs(kind: str, seed: int) -> list:
         out = reduction_edges(kind, seed)
     if kind == "ElementwiseRegion":
         out = out + chain_specs(seed)
-    return out
+    return out + bcast_specs(kind, seed) + offset_specs(kind, seed) + \
+        boundary_specs(kind, seed)
