@@ -204,6 +204,7 @@ def _roles(n_inputs: int) -> list[str]:
 def chain_spec(seed: int, n_steps: int, n_inputs: int, out: tuple, dt: DType,
                exact_ops: bool = False, tags=(), name: str = "chain") -> Spec:
     """One region case: a chain of ``n_steps`` over ``n_inputs`` inputs into ``out``."""
+    n_inputs = max(2, n_inputs)             # step 0 reads two inputs
     rng = _rng(seed, "ElementwiseRegion", name, n_steps, n_inputs, out, dt)
     roles = _roles(n_inputs)
     arrays = region_inputs(rng, roles, out, dt)
