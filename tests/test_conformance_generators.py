@@ -224,3 +224,14 @@ def test_generated_cases_are_in_the_suite_within_budget():
         assert any(tag in c.tags for c in mine), tag
     exact16 = [c for c in cases if "fp16-exact" in c.tags]
     assert exact16 and all(c.accuracy.per_step for c in exact16)
+
+
+def test_a_repro_keeps_the_per_step_contract(tmp_path, chains):
+    from rlx_ref.conformance.model import CaseResult
+    from rlx_ref.conformance.repro import load_case, write_repro
+
+    case = spec_case(next(s for s in chains if "fp16-exact" in s.tags), 0)
+    res = CaseResult(case.id, case.op, case.dtype, case.tags, "opencl", "MISMATCH", "seen")
+    back, _ = load_case(write_repro(tmp_path, "opencl", case, res))
+    assert back.id == case.id and back.accuracy == case.accuracy
+    assert back.accuracy.per_step
