@@ -41,6 +41,8 @@ def test_chains_span_three_steps_to_the_caps(chains):
     assert caps and all(len(s.attrs.chain) == MAX_STEPS and s.attrs.num_inputs == MAX_INPUTS
                         for s in caps)
     assert all(oracle_accepts(spec_case(s, 0)) for s in chains)
+    ints = [s for s in chains if s.inputs[0].dtype == np.int32]
+    assert any(len(s.attrs.chain) == MAX_STEPS for s in ints)
 
 
 def test_every_chain_reads_every_input_and_feeds_every_step(chains):

@@ -7,7 +7,8 @@ full-size input), ``scalar`` (a one-element input) and ``bcast`` (a trailing-blo
 read at ``gid % numel``). Each input is read at least once. Ops are chosen so magnitudes
 stay bounded (no overflow, no cancellation of huge terms). The 16-bit chains use only
 operations that numpy and the kernels round correctly, so they are compared bit for bit
-with the per-step-rounded oracle (``exact(per_step=True)``).
+with the per-step-rounded oracle (``exact(per_step=True)``); i32 chains use the same
+operations (no division) on small integers.
 """
 from __future__ import annotations
 
@@ -47,10 +48,14 @@ def bcast_shapes(out: tuple) -> list[tuple]:
 
 def region_inputs(rng, roles, out: tuple, dt: DType) -> list[np.ndarray]:
     """One array per role: ``full`` in [-2, 2], ``scalar`` in [0.5, 1.5] (a safe divisor),
-    ``bcast`` a trailing block in [-2, 2]; rounded to ``dt`` once."""
+    ``bcast`` a trailing block in [-2, 2]; rounded to ``dt`` once (integers: -4..4, 1..2)."""
     blocks, arrays = bcast_shapes(out), []
     for i, role in enumerate(roles):
-        if role == "scalar":
+        if not dt.is_float:                 # small integers: products stay in range
+            shape = () if role == "scalar" else blocks[i % len(blocks)] if role == "bcast" \
+                else out
+            x = rng.integers(1, 3, shape) if role == "scalar" else rng.integers(-4, 5, shape)
+        elif role == "scalar":
             shape = ((), (1,), (1,) * len(out))[i % 3]
             x = rng.uniform(0.5, 1.5, shape)
         elif role == "bcast":
@@ -69,6 +74,7 @@ class ChainBuilder:
     def __init__(self, rng, roles, bounds, exact_ops: bool):
         self.rng, self.roles, self.exact_ops = rng, list(roles), exact_ops
         self.in_bound = list(bounds)
+        self.ints = False                   # integer chains: no Div (it truncates)
         self.steps, self.bound, self.patterns = [], [], set()
 
     def _pick(self, options):
@@ -98,7 +104,8 @@ class ChainBuilder:
             ops += [("Add", ba + bb), ("Sub", ba + bb)]
         if ba * bb <= LIMIT:
             ops.append(("Mul", ba * bb))
-        if b[0] == "Input" and self.roles[b[1]] == "scalar" and 2 * ba <= LIMIT:
+        if b[0] == "Input" and self.roles[b[1]] == "scalar" and 2 * ba <= LIMIT \
+                and not self.ints:
             ops.append(("Div", 2 * ba))
         op, bound = self._pick(ops)
         self.add(binary(op, a, b), bound)
@@ -157,6 +164,7 @@ def build_chain(rng, n_steps: int, roles, arrays, exact_ops: bool = False,
     ``prev_only``: steps read only the previous step and inputs (what fusion can form)."""
     bounds = [float(np.max(np.abs(a.astype(np.float64)))) for a in arrays]
     cb = ChainBuilder(rng, roles, bounds, exact_ops)
+    cb.ints = not DType.of(arrays[0]).is_float
     cb.binary_step(Input(0), bounds[0], Input(1), bounds[1])
     cb.patterns.add("input")
     cb.patterns.add(roles[1] if roles[1] != "full" else "input")
@@ -212,7 +220,7 @@ def chain_spec(seed: int, n_steps: int, n_inputs: int, out: tuple, dt: DType,
     shapes = [Shape(a.shape, dt) for a in arrays]
     attrs = encode_region(chain, shapes)
     tags = ("chain", f"steps-{len(chain)}", f"inputs-{n_inputs}") + tuple(tags)
-    acc = EXACT16 if exact_ops else None
+    acc = EXACT16 if exact_ops and dt.is_float else None
     return Spec("ElementwiseRegion", attrs, tuple(arrays), tags, source=name, accuracy=acc)
 
 
@@ -250,6 +258,8 @@ def chain_specs(seed: int) -> list[Spec]:
         for n, k, shape in ((3, 3, (5, 31)), (8, 5, (2, 3, 17)), (16, 8, (4, 33)),
                             (MAX_STEPS, MAX_INPUTS, (2, 2, 3, 11))):
             out.append(chain_spec(seed, n, k, shape, dt, True, ("fp16-exact",)))
+    for n, k in ((12, 6), (MAX_STEPS, MAX_INPUTS)):
+        out.append(chain_spec(seed, n, k, (3, 37), DType.I32, True, ("int",)))
     return out
 
 
