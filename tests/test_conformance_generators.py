@@ -237,3 +237,13 @@ def test_a_repro_keeps_the_per_step_contract(tmp_path, chains):
     back, _ = load_case(write_repro(tmp_path, "opencl", case, res))
     assert back.id == case.id and back.accuracy == case.accuracy
     assert back.accuracy.per_step
+
+
+def test_cases_filter_by_tag():
+    from rlx_ref.conformance.cases import filter_cases
+
+    cases = build_cases(["ElementwiseRegion", "multi:*"])
+    picked = filter_cases(cases, tags="fp16-exact,caps")
+    assert picked and all({"fp16-exact", "caps"} & set(c.tags) for c in picked)
+    assert any(c.op.startswith("multi:") for c in picked)
+    assert filter_cases(cases, tags=["no-such-tag"]) == []
