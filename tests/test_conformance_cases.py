@@ -104,7 +104,7 @@ def test_rng_distributions_and_shapes():
 # ── building, running, ids ───────────────────────────────────────────────────
 
 def test_case_count_and_unique_ids(cases):
-    assert 2000 <= len(cases) <= 6000
+    assert 2000 <= len(cases) <= 7500     # the CI budget: at most ~7,500 default cases
     assert len({c.id for c in cases}) == len(cases)
     for c in cases:
         assert c.id.startswith(f"{c.op}.{c.dtype}.") and len(c.id.rsplit(".", 1)[1]) == 12
@@ -274,9 +274,12 @@ def test_noncontiguous_feeds_are_equal_valued_strided_views(cases):
 
 def test_multi_op_cases_cover_models_and_control_flow():
     ms = {c.op: c for c in multi_op_cases()}
-    assert set(ms) == {f"multi:{n}" for n in (
+    named = {f"multi:{n}" for n in (
         "mlp", "attention-block", "conv-groupnorm", "conv-batchnorm", "if-then", "if-else",
         "while-count", "scan-rnn", "scan-rnn-trajectory")}
+    generated = ("multi:chain-", "multi:bcast-chain-", "multi:variance")
+    assert named <= set(ms)
+    assert all(op in named or op.startswith(generated) for op in ms)
     kinds = {k for c in ms.values() for k in c.kinds}
     assert {"MatMul", "Softmax", "Attention", "LayerNorm", "Conv", "GroupNorm",
             "BatchNormInference", "Pool", "If", "While", "Scan"} <= kinds

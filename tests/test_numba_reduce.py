@@ -22,7 +22,7 @@ def test_every_conformance_case_passes(kind):
     cases = filter_cases(build_cases(kinds=[kind]), kind, None, None)
     assert cases
     bad = [(c.id, c.dtype, c.tags, r.status, r.message)
-           for c in cases for r in [run_case(NB, c, ledger)] if r.status != "ok"]
+           for c in cases for r in [run_case(NB, c, ledger)] if r.status not in ("ok", "xfail")]
     assert not bad, bad[:3]
 
 

@@ -29,7 +29,7 @@ def test_every_conformance_case_passes(kind):
     assert cases
     assert CL.paths()[kind] == "native"
     bad = [(c.id, c.dtype, c.tags, r.status, r.message)
-           for c in cases for r in [run_case(CL, c, ledger)] if r.status != "ok"]
+           for c in cases for r in [run_case(CL, c, ledger)] if r.status not in ("ok", "xfail")]
     assert not bad, bad[:3]
 
 

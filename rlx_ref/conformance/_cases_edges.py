@@ -13,8 +13,17 @@ def edge_kinds() -> tuple:
 
 def edge_specs(kind: str, seed: int) -> list:
     """The generated edge-case Specs of ``kind`` (empty for kinds without generators)."""
+    from ._cases_bcast import bcast_specs
+    from ._cases_bounds import boundary_specs
+    from ._cases_chains import chain_specs
+    from ._cases_offset import offset_specs
+
+    out = []
     if kind in _ELEMENTWISE:
-        return _ELEMENTWISE[kind](seed)
-    if kind in _REDUCTIONS:
-        return reduction_edges(kind, seed)
-    return []
+        out = _ELEMENTWISE[kind](seed)
+    elif kind in _REDUCTIONS:
+        out = reduction_edges(kind, seed)
+    if kind == "ElementwiseRegion":
+        out = out + chain_specs(seed)
+    return out + bcast_specs(kind, seed) + offset_specs(kind, seed) + \
+        boundary_specs(kind, seed)

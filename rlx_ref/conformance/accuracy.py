@@ -4,6 +4,8 @@ Three kinds (DESIGN.md §5: budgets come from an error model, not one global rto
 
 - ``exact()``: bit-for-bit (NaN == NaN) against the float64 oracle rounded to the case
   dtype. Integer and bool outputs are always exact, whatever the contract says.
+  ``exact(per_step=True)``: bit-for-bit against the case-dtype oracle, which rounds every
+  intermediate to its dtype (fused f16/bf16 regions: computing across steps in f32 fails).
 - ``ulp(n, floor)``: elementwise float ops. Budget per element
   ``n·ulp(|oracle|) + floor·eps_w·min(max|finite inputs|, cap)``: n ULPs of the case dtype,
   plus an absolute floor on the scale of the inputs for formulas that cancel (sin near π,
@@ -91,6 +93,7 @@ class Accuracy:
     mean: bool = False             # rss of a mean: terms are x/K
     work: str | None = None        # None: f32 for 16-bit, else the case dtype; "case"
     signed_zeros: bool = False     # exact: -0 and +0 differ
+    per_step: bool = False         # exact: against the case-dtype oracle, no allowance
     ftz: bool = False              # a result below the smallest normal may be off by it
     reason: str = ""
     scale_array: Any = field(default=None, compare=False, repr=False)  # bound "rss"...
@@ -101,7 +104,8 @@ class Accuracy:
     def describe(self) -> str:
         """Short form for messages: ``ulp(4, floor 2)``, ``reduction(c=2, K=16, rss)``."""
         if self.kind == EXACT:
-            return "exact" + (" (signed zeros)" if self.signed_zeros else "")
+            return "exact" + (" (signed zeros)" if self.signed_zeros else "") + \
+                (" vs the per-step-rounded oracle" if self.per_step else "")
         if self.kind == ULP:
             fl = f", floor {self.floor:g}" if self.floor else ""
             return f"ulp({self.ulps:g}; f16/bf16 {self.ulps_16:g}{fl})"
@@ -113,9 +117,10 @@ class Accuracy:
                 f"{', mean' if self.mean else ''}, +{self.ulps:g} ulp{acc})")
 
 
-def exact(signed_zeros: bool = False, reason: str = "") -> Accuracy:
-    """Bit-exact results (NaN == NaN; ±0 equal unless ``signed_zeros``)."""
-    return Accuracy(EXACT, signed_zeros=signed_zeros, reason=reason)
+def exact(signed_zeros: bool = False, reason: str = "", per_step: bool = False) -> Accuracy:
+    """Bit-exact results (NaN == NaN; ±0 equal unless ``signed_zeros``); ``per_step``: equal
+    to the case-dtype oracle (every intermediate rounded to its dtype)."""
+    return Accuracy(EXACT, signed_zeros=signed_zeros, reason=reason, per_step=per_step)
 
 
 def ulp(n: float, floor: float = 0.0, n16: float = 1.0, cap: float = 64.0,

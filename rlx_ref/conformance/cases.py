@@ -39,6 +39,7 @@ class Spec:
     out: Shape | None = None
     noncontiguous: tuple = ()
     source: str = ""
+    accuracy: Any = None        # a contract for this case only (None: the op's own)
 
 
 # ── which inputs are data, which are indices ────────────────────────────────
@@ -120,8 +121,10 @@ def spec_case(spec: Spec, seed: int) -> Case:
     g = single_op_graph(spec.kind, spec.attrs, arrays, spec.out)
     dt = primary_dtype(get(spec.kind), arrays, g.nodes[g.outputs[0]].shape)
     feeds = {f"x{i}": a for i, a in enumerate(arrays)}
-    return make_case(spec.kind, dt.display, g, feeds, spec.tags, None, spec.noncontiguous,
+    case = make_case(spec.kind, dt.display, g, feeds, spec.tags, None, spec.noncontiguous,
                      seed, spec.source)
+    case.accuracy = spec.accuracy
+    return case
 
 
 # ── samples and dtype expansion ──────────────────────────────────────────────
@@ -244,14 +247,17 @@ def build_cases(kinds=None, seed: int = 0, dtypes=None, tier: str = "default") -
     return out
 
 
-def filter_cases(cases, op_pattern=None, dtypes=None, case_id=None) -> list[Case]:
-    """Cases whose op matches ``op_pattern`` (glob or comma list), dtype is in ``dtypes`` and
-    id equals (or starts with) ``case_id`` (a string or a list of them)."""
+def filter_cases(cases, op_pattern=None, dtypes=None, case_id=None, tags=None) -> list[Case]:
+    """Cases whose op matches ``op_pattern`` (glob or comma list), dtype is in ``dtypes``,
+    id equals (or starts with) ``case_id`` (a string or a list of them) and that carry at
+    least one of ``tags`` (a comma-separated string or a list)."""
     pats, want = _patterns(op_pattern), _dtype_names(dtypes)
     ids = None if case_id is None else ([case_id] if isinstance(case_id, str) else case_id)
+    tagset = None if tags is None else set(_patterns(tags))
     return [c for c in cases if _matches(c.op, pats)
             and (want is None or c.dtype in want)
-            and (ids is None or any(c.id == i or c.id.startswith(i) for i in ids))]
+            and (ids is None or any(c.id == i or c.id.startswith(i) for i in ids))
+            and (tagset is None or tagset & set(c.tags))]
 
 
 def case_by_id(case_id: str, cases=None, seed: int = 0) -> Case:

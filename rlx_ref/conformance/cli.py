@@ -16,6 +16,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "'Conv*', 'multi:*')")
     p.add_argument("--dtype", help="only these case dtypes, e.g. f32,f16")
     p.add_argument("--case", help="only this case id")
+    p.add_argument("--tag", help="only cases with one of these tags, e.g. chain,bcast,offset,"
+                                 "cancel,fp16-exact,boundary")
     p.add_argument("--shard", help="run shard i/n of the cases (1-based i)")
     p.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     p.add_argument("--case-timeout", type=float, default=None, metavar="SECONDS",
@@ -89,7 +91,7 @@ def run(args) -> int:
         start_server(sorted({type(b).__module__ for _, b in backends}))
     cases = build_cases(seed=args.seed, tier=args.tier)
     dtypes = args.dtype.split(",") if args.dtype else None
-    cases = shard_cases(filter_cases(cases, args.op, dtypes, args.case), args.shard)
+    cases = shard_cases(filter_cases(cases, args.op, dtypes, args.case, args.tag), args.shard)
     if not cases:
         print("no cases match the selection", file=sys.stderr)
         return 2

@@ -121,16 +121,19 @@ def _compare_floats(got, o64, oc, dt: DType, acc: A.Accuracy) -> Verdict:
         o = o64.astype(wide)
         rounded = o64.astype(dt.np).astype(wide)     # the oracle as the case dtype holds it
         c = None if oc is None else oc.astype(wide)
-    cls_g, cls_r = _classes(g), _classes(rounded)
+    # per-step exact: the case-dtype oracle is the reference, with no allowance beside it
+    stepwise = acc.kind == A.EXACT and acc.per_step and c is not None
+    cls_g, cls_r = _classes(g), _classes(c if stepwise else rounded)
     special_bad = cls_g != cls_r
-    if c is not None:
+    if c is not None and not stepwise:
         special_bad &= cls_g != _classes(c)
     finite = (cls_g == 0) & (cls_r == 0)
-    ref = rounded if acc.kind == A.EXACT else o
+    ref = c if stepwise else rounded if acc.kind == A.EXACT else o
     with np.errstate(all="ignore"):
         err = np.where(finite, np.abs(g - ref), 0.0)
         allowed = A.budget(acc, np.where(finite, np.abs(o), 0.0), dt)
-        if c is not None and acc.accum is None:     # a promise outbids the case oracle
+        if c is not None and acc.accum is None and not stepwise:   # a promise or a
+            # per-step exact contract outbids the case oracle
             own = np.where(finite & (_classes(c) == 0), np.abs(c - ref), 0.0)
             allowed = np.maximum(allowed, own)
         ratio = np.where(err == 0, 0.0, err / allowed)

@@ -140,8 +140,11 @@ def _rnn(trajectory: bool):
 
 
 def multi_op_cases(seed: int = 0) -> list[Case]:
-    """The multi-op cases, ops named ``multi:<name>``."""
-    return [
+    """The multi-op cases, ops named ``multi:<name>`` (fused chains from ``_cases_fused``)."""
+    from ._cases_fused import fused_cases
+    from ._cases_offset import variance_cases
+
+    return fused_cases(seed) + variance_cases(seed) + [
         _case("mlp", seed, _mlp, ("mlp",)),
         _case("attention-block", seed, _attention_block, ("attention", "causal")),
         _case("conv-groupnorm", seed, _conv_groupnorm, ("conv",)),

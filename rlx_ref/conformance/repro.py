@@ -3,7 +3,8 @@
     repros/<backend>/<case id>/
         graph.rlx      the graph in RLX's text form
         inputs.npz     the inputs (params.npz the params, if any)
-        meta.json      backend spec, case id/op/dtype/tags, the result seen
+        meta.json      backend spec, case id/op/dtype/tags, the case's own contract (if
+                       any), the result seen
         repro.py       `python repro.py` re-runs the backend and the oracle and compares
 """
 from __future__ import annotations
@@ -35,6 +36,28 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.:+-]", "_", name)
 
 
+# the scalar fields of a case's own contract (generated cases set only these)
+_ACCURACY_FIELDS = ("kind", "ulps", "ulps_16", "floor", "floor_cap", "floor_min", "c", "k",
+                    "scale", "mean", "work", "signed_zeros", "per_step", "ftz", "reason")
+
+
+def _accuracy_meta(acc) -> dict | None:
+    if acc is None:
+        return None
+    return {f: getattr(acc, f) for f in _ACCURACY_FIELDS
+            if isinstance(getattr(acc, f), (bool, int, float, str, type(None)))}
+
+
+def _accuracy_of(raw):
+    from .accuracy import Accuracy
+
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or set(raw) - set(_ACCURACY_FIELDS):
+        raise TypeError(f"accuracy must be an object with keys from {_ACCURACY_FIELDS}")
+    return Accuracy(**raw)
+
+
 def write_repro(root, backend_spec: str, case, result) -> str:
     """Write the repro folder for ``case``; returns its path."""
     d = Path(root) / _safe(backend_spec) / _safe(case.id)
@@ -49,6 +72,7 @@ def write_repro(root, backend_spec: str, case, result) -> str:
             "tags": list(case.tags), "noncontiguous": list(case.noncontiguous),
             "seed": case.seed, "source": case.source,
             "expect_error": list(case.expect_error),
+            "accuracy": _accuracy_meta(case.accuracy),
             "seen": {"status": result.status, "message": result.message}}
     write_json(d / "meta.json", meta, indent=2)
     first = (result.message or "").splitlines()[0] if result.message else ""
@@ -84,6 +108,7 @@ def load_case(folder):
         case = Case(str(meta["case_id"]), str(meta["op"]), str(meta["dtype"]),
                     tuple(meta["tags"]), graph, inputs, params, tuple(meta["noncontiguous"]),
                     int(meta.get("seed", 0)), str(meta.get("source", "")),
+                    accuracy=_accuracy_of(meta.get("accuracy")),
                     expect_error=tuple(meta.get("expect_error", ())))
     except (TypeError, ValueError) as e:
         raise FileInputError(d / "meta.json", f"a field has the wrong type: {e}", META) from None
