@@ -1,0 +1,113 @@
+"""Targeted cases that reach the kernel paths and bug classes the generic cases miss.
+
+Each exists because a planted fault (``backends/fault_catalogue.py``) passed the suite
+without it: a parallel elementwise loop (≥ 2^15 elements), a fused chain of three or more
+steps, a broadcast over a middle size-1 axis, a LayerNorm with a large common offset, a
+transpose large enough for the tiled kernel (≥ 256 KiB) and a row long enough for OpenCL's
+segmented reduction (K ≥ 65,536). All are tagged ``power``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.dtype import DType
+from ..ir.shape import Shape
+from .rng import CounterRNG
+
+F32 = np.float32
+
+
+def _rng(seed: int, kind: str):
+    return CounterRNG(seed, f"power:{kind}")
+
+
+def _activation(seed: int) -> list:
+    from ..ops.elementwise import ActivationAttrs
+    from .cases import Spec
+
+    x = _rng(seed, "Activation").standard_normal(40_000).astype(F32)
+    return [Spec("Activation", ActivationAttrs(op), (x,), ("power", "parallel"),
+                 source=f"power:{op}-parallel") for op in ("Sigmoid", "Exp")]
+
+
+def _binary(seed: int) -> list:
+    from ..ops._elementwise_binary import BinaryAttrs
+    from .cases import Spec
+
+    r = _rng(seed, "Binary")
+    out = []
+    for a, b in (((3, 1, 4), (3, 2, 4)), ((2, 1, 3, 5), (2, 4, 3, 5)),
+                 ((4, 1, 1, 6), (4, 3, 2, 6))):
+        x = r.standard_normal(a).astype(F32)
+        y = r.standard_normal(b).astype(F32)
+        out.append(Spec("Binary", BinaryAttrs("Add"), (x, y), ("power", "broadcast",
+                                                               "middle-size-1"),
+                        source=f"power:middle-broadcast{a}"))
+    return out
+
+
+def _region(seed: int) -> list:
+    from ..ops.region import Input, Step, activation, binary, encode_region
+    from .cases import Spec
+
+    r = _rng(seed, "ElementwiseRegion")
+    x, y, z = (r.standard_normal((3, 5)).astype(F32) for _ in range(3))
+    chain = [binary("Add", Input(0), Input(1)),          # s0
+             binary("Mul", Step(0), Input(2)),           # s1
+             activation("Tanh", Step(1)),                # s2 reads s1
+             binary("Sub", Step(2), Step(0)),            # s3 reads s2 and s0
+             binary("Mul", Step(3), Step(1))]            # s4 reads s3 and s1
+    shapes = [Shape((3, 5), DType.F32)] * 3
+    out = []
+    for n in (3, 5):
+        attrs = encode_region(chain[:n], shapes)
+        out.append(Spec("ElementwiseRegion", attrs, (x, y, z), ("power", "chain"),
+                        source=f"power:chain-{n}"))
+    return out
+
+
+def _layernorm(seed: int) -> list:
+    from ..ops.normalization import AxisNormAttrs
+    from .cases import Spec
+
+    r = _rng(seed, "LayerNorm")
+    x = (1e4 + r.standard_normal((4, 256))).astype(F32)
+    g, b = r.standard_normal(256).astype(F32), r.standard_normal(256).astype(F32)
+    tiny = (3.0 + 1e-3 * r.standard_normal((4, 64))).astype(F32)
+    gt, bt = np.ones(64, F32), np.zeros(64, F32)
+    return [Spec("LayerNorm", AxisNormAttrs(-1, 1e-5), (x, g, b), ("power", "offset"),
+                 source="power:large-offset"),
+            Spec("LayerNorm", AxisNormAttrs(-1, 1e-5), (tiny, gt, bt), ("power", "tiny-var"),
+                 source="power:variance-near-eps")]
+
+
+def _transpose(seed: int) -> list:
+    from ..ops.movement import TransposeAttrs
+    from .cases import Spec
+
+    x = _rng(seed, "Transpose").standard_normal((320, 260)).astype(F32)
+    return [Spec("Transpose", TransposeAttrs((1, 0)), (x,), ("power", "large", "tiled"),
+                 source="power:tiled-transpose")]
+
+
+def _reduce(seed: int) -> list:
+    from ..ops.reduction import ReduceAttrs
+    from .cases import Spec
+
+    r = _rng(seed, "Reduce")
+    x = r.standard_normal((2, 70_001)).astype(F32)
+    neg = -np.abs(r.standard_normal((3, 5))).astype(F32) - 0.5
+    return [Spec("Reduce", ReduceAttrs("Sum", (1,), False), (x,), ("power", "segmented"),
+                 source="power:segmented-sum"),
+            Spec("Reduce", ReduceAttrs("Max", (1,), False), (neg,), ("power", "negative"),
+                 source="power:all-negative-max")]
+
+
+_BY_KIND = {"Activation": _activation, "Binary": _binary, "ElementwiseRegion": _region,
+            "LayerNorm": _layernorm, "Transpose": _transpose, "Reduce": _reduce}
+
+
+def power_specs(kind: str, seed: int) -> list:
+    """The targeted Specs of ``kind`` (empty for kinds without any)."""
+    make = _BY_KIND.get(kind)
+    return make(seed) if make else []
