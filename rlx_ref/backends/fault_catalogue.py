@@ -137,13 +137,13 @@ FAULTS = (
     Fault("cl-f16-step-rounding", CL, "f16 intermediate rounding skipped",
           "opencl:elementwise.f16-steps",
           "f16 steps inside a fused region keep float precision (no rounding to half)",
-          ops="multi:*", dtypes="f16", kernel="prelude",
-          edits=(("    ushort h;                           /* half storage without "
-                  "cl_khr_fp16 */\n", "    return x;\n    ushort h;\n"),)),
+          ops="ElementwiseRegion", dtypes="f16", tags=("power",), kernel="prelude",
+          edits=(("RLX_INLINE float rlx_rnd_f16(float x) {",
+                  "RLX_INLINE float rlx_rnd_f16(float x) { return x;"),)),
     Fault("cl-softplus-nan", CL, "dropped NaN propagation", "opencl:elementwise",
           "Softplus returns 0 for NaN instead of NaN",
           attr_op="Softplus", ops="Activation", dtypes="f32", kernel="prelude",
-          edits=(("log1p(exp(-fabs(x))) : x;", "log1p(exp(-fabs(x))) : (T)0;"),)),
+          edits=(("log1p(exp(-fabs(x))) : x;", "log1p(exp(-fabs(x))) : 0;"),)),
 )
 
 

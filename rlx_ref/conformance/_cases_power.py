@@ -63,6 +63,14 @@ def _region(seed: int) -> list:
         attrs = encode_region(chain[:n], shapes)
         out.append(Spec("ElementwiseRegion", attrs, (x, y, z), ("power", "chain"),
                         source=f"power:chain-{n}"))
+    # 16-bit steps: (x + y) - x with y far below x's half ulp only survives if the sum
+    # is rounded to half before the subtraction reads it
+    big = (1 + r.random((4, 33))).astype(np.float16)
+    small = (1e-4 * (1 + r.random((4, 33)))).astype(np.float16)
+    cancel = [binary("Add", Input(0), Input(1)), binary("Sub", Step(0), Input(0))]
+    attrs = encode_region(cancel, [Shape((4, 33), DType.F16)] * 2)
+    out.append(Spec("ElementwiseRegion", attrs, (big, small), ("power", "f16-steps"),
+                    source="power:f16-steps"))
     return out
 
 
@@ -107,7 +115,20 @@ _BY_KIND = {"Activation": _activation, "Binary": _binary, "ElementwiseRegion": _
             "LayerNorm": _layernorm, "Transpose": _transpose, "Reduce": _reduce}
 
 
-def power_specs(kind: str, seed: int) -> list:
-    """The targeted Specs of ``kind`` (empty for kinds without any)."""
+def power_cases(kind: str, seed: int) -> list:
+    """The targeted Cases of ``kind`` (empty for kinds without any); 16-bit chains are held
+    bit-exactly to the oracle's per-step rounding."""
+    import dataclasses
+
+    from .accuracy import exact
+    from .cases import spec_case
+
     make = _BY_KIND.get(kind)
-    return make(seed) if make else []
+    out = []
+    for spec in make(seed) if make else []:
+        case = spec_case(spec, seed)
+        if "f16-steps" in spec.tags:
+            case = dataclasses.replace(case, accuracy=exact(
+                per_step=True, reason="each 16-bit step rounds to its dtype, as the spec"))
+        out.append(case)
+    return out

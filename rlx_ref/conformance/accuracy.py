@@ -79,6 +79,7 @@ class Accuracy:
     mean: bool = False             # rss of a mean: terms are x/K
     work: str | None = None        # None: f32 for 16-bit, else the case dtype; "case"
     signed_zeros: bool = False     # exact: -0 and +0 differ
+    per_step: bool = False         # exact: against the oracle run in the case dtype
     ftz: bool = False              # a result below the smallest normal may be off by it
     reason: str = ""
     scale_array: Any = field(default=None, compare=False, repr=False)  # bound "rss"...
@@ -88,7 +89,8 @@ class Accuracy:
     def describe(self) -> str:
         """Short form for messages: ``ulp(4, floor 2)``, ``reduction(c=2, K=16, rss)``."""
         if self.kind == EXACT:
-            return "exact" + (" (signed zeros)" if self.signed_zeros else "")
+            return "exact" + (" (signed zeros)" if self.signed_zeros else "") + (
+                " (per-step rounding)" if self.per_step else "")
         if self.kind == ULP:
             fl = f", floor {self.floor:g}" if self.floor else ""
             return f"ulp({self.ulps:g}; f16/bf16 {self.ulps_16:g}{fl})"
@@ -97,9 +99,11 @@ class Accuracy:
                 f"{', mean' if self.mean else ''}, +{self.ulps:g} ulp)")
 
 
-def exact(signed_zeros: bool = False, reason: str = "") -> Accuracy:
-    """Bit-exact results (NaN == NaN; ±0 equal unless ``signed_zeros``)."""
-    return Accuracy(EXACT, signed_zeros=signed_zeros, reason=reason)
+def exact(signed_zeros: bool = False, reason: str = "", per_step: bool = False) -> Accuracy:
+    """Bit-exact results (NaN == NaN; ±0 equal unless ``signed_zeros``); ``per_step``: equal
+    to the oracle run in the case dtype (every step rounded as the spec rounds it), not to
+    the float64 oracle rounded once."""
+    return Accuracy(EXACT, signed_zeros=signed_zeros, reason=reason, per_step=per_step)
 
 
 def ulp(n: float, floor: float = 0.0, n16: float = 1.0, cap: float = 64.0,
