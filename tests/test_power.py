@@ -1,0 +1,157 @@
+"""The suite's power: every planted fault in the real kernels is caught by its selection,
+and the same selections pass on the unfaulted backends."""
+import importlib
+
+import numpy as np
+import pytest
+
+from rlx_ref.backends import faults
+from rlx_ref.backends.base import BackendUnavailable
+from rlx_ref.backends.fault_catalogue import FAULTS, by_name, select_faults
+from rlx_ref.backends.registry import get_backend
+from rlx_ref.conformance.ledger import load_ledger
+from rlx_ref.conformance.power import fault_cases, run_fault, summary
+
+# the bug classes issue 12 names: each needs at least one catalogued fault
+BUG_CLASSES = {
+    "tiled-transpose stride", "dropped last partial in the segmented reduce",
+    "chain step reads the wrong earlier step", "suffix-modulus read for a middle size-1 axis",
+    "f32 mean with a large offset", "f16 intermediate rounding skipped", "tail off-by-one",
+    "wrong reduction identity", "dropped NaN propagation", "eps placement",
+    "mask off-by-one", "tie order", "rounding mode", "saturation", "stride error",
+    "permutation error", "polynomial-coefficient drift",
+}
+
+
+def _usable(name: str) -> bool:
+    try:
+        return get_backend(name).availability()[0]
+    except BackendUnavailable:
+        return False
+
+
+USABLE = {b: _usable(b) for b in ("numba-cpu", "opencl")}
+
+
+def _need(backend: str):
+    if not USABLE[backend]:
+        pytest.skip(f"{backend} is not usable here")
+
+
+@pytest.fixture(scope="module")
+def cases():
+    from rlx_ref.conformance.cases import build_cases
+
+    kinds = sorted({k for f in FAULTS for k in f.ops.split(",")})
+    return build_cases(kinds)
+
+
+def test_catalogue_covers_every_bug_class_on_both_backends():
+    assert BUG_CLASSES <= {f.bug_class for f in FAULTS}
+    assert {f.backend for f in FAULTS} == {"numba-cpu", "opencl"}
+    names = [f.name for f in FAULTS]
+    assert len(names) == len(set(names))
+    for f in FAULTS:
+        assert (f.edits or f.patches) and f.variant.startswith(f.backend + ":"), f.name
+
+
+@pytest.mark.parametrize("name", [f.name for f in FAULTS])
+def test_planted_fault_is_caught(name, cases):
+    fault = by_name(name)
+    _need(fault.backend)
+    sel = fault_cases(fault, cases)
+    assert 0 < len(sel) <= fault.limit
+    row = run_fault(fault, cases, load_ledger(None))
+    assert row["caught"], f"{name} passed all {row['cases']} cases of its selection"
+
+
+@pytest.mark.parametrize("backend", ["numba-cpu", "opencl"])
+def test_unfaulted_backend_passes_every_selection(backend, cases):
+    """The fault is what fails a selection: the real backend passes each of them."""
+    _need(backend)
+    picked = {c.id: c for f in FAULTS if f.backend == backend for c in fault_cases(f, cases)}
+    from rlx_ref.conformance.runner import failing, run_backend
+
+    res = run_backend(get_backend(backend), list(picked.values()), load_ledger(None),
+                      progress=False, in_process=True)
+    assert not failing(res), [(r["case_id"], r["message"][:120]) for r in failing(res)]
+
+
+def test_every_declared_variant_has_a_fault():
+    try:
+        variants = importlib.import_module("rlx_ref.backends.variants")
+    except ImportError:
+        pytest.skip("no kernel-variant registry (rlx_ref.backends.variants) yet")
+    declared = getattr(variants, "declared", None)
+    if declared is None:
+        pytest.skip("the variant registry has no declared() listing")
+    covered = {f.variant for f in FAULTS}
+    for backend in ("numba-cpu", "opencl"):
+        names = {f"{backend}:{v}" for v in declared(backend)}
+        assert names <= covered, f"variants without a planted fault: {sorted(names - covered)}"
+
+
+def test_a_fault_is_active_only_inside_its_context():
+    fault = by_name("reduce-max-identity")
+    mod = importlib.import_module("rlx_ref.backends.numba_cpu.lower_reduce")
+    real = mod._identity
+    src = "    for i in range(n):\n"
+    tail = by_name("ew-tail-serial")
+    assert faults.rewrite("numba-cpu", "ew_x", src) == src
+    with faults.active(fault):
+        assert mod._identity is not real
+        assert mod._identity("Max", __import__("rlx_ref").ir.dtype.DType.F32) == 0
+    with faults.active(tail):
+        assert faults.rewrite("numba-cpu", "ew_x", src) == "    for i in range(n - 1):\n"
+        assert faults.rewrite("numba-cpu", "norm", src) == src     # other kernels untouched
+        assert faults.rewrite("opencl", "ew_x", src) == src        # other backends too
+        with pytest.raises(faults.FaultError, match="already active"):
+            with faults.active(by_name("ew-tail-par")):
+                pass
+    assert mod._identity is real
+    assert faults.rewrite("numba-cpu", "ew_x", src) == src
+
+
+def test_faulty_kernels_never_reach_the_real_backend():
+    """A faulted compile and a real one of the same graph, in one process: separate
+    kernels (the edit changes the source hash), and the real one stays right."""
+    import rlx_ref
+
+    _need("numba-cpu")
+    g = rlx_ref.Graph("t")
+    x = g.input("x", [9])
+    g.set_outputs([g.sigmoid(x)])
+    feed = {"x": np.linspace(-2, 2, 9, dtype=np.float32)}
+    want = get_backend("reference").compile(g).run(feed)[0]
+    bad = get_backend("numba-cpu+fault:ew-tail-serial").compile(g).run(feed)[0]
+    good = get_backend("numba-cpu").compile(g).run(feed)[0]
+    np.testing.assert_allclose(good, want, rtol=1e-6)
+    np.testing.assert_allclose(bad[:-1], want[:-1], rtol=1e-6)
+
+
+def test_fault_specs_name_what_is_wrong():
+    with pytest.raises(BackendUnavailable, match="unknown fault 'nope'.*ew-tail-serial"):
+        get_backend("numba-cpu+fault:nope")
+    with pytest.raises(BackendUnavailable, match="planted in numba-cpu, not in opencl"):
+        get_backend("opencl+fault:ew-tail-serial")
+    b = get_backend("numba-cpu+fault:ew-tail-serial")
+    assert b.name == "numba-cpu+fault:ew-tail-serial" and b.test_only
+    assert [f.backend for f in select_faults(backends="opencl")] == ["opencl"] * len(
+        [f for f in FAULTS if f.backend == "opencl"])
+
+
+def test_summary_reports_the_share_and_the_missed():
+    rows = [{"fault": "a", "caught": True}, {"fault": "b", "caught": False}]
+    assert summary(rows) == "power: 1/2 planted faults caught (50%); missed: b"
+
+
+def test_power_cli(capsys):
+    from rlx_ref.conformance.cli import main
+
+    _need("numba-cpu")
+    assert main(["--power", "--fault", "round-half-up"]) == 0
+    out = capsys.readouterr().out
+    assert "caught  round-half-up" in out and "1/1 planted faults caught (100%)" in out
+    assert main(["--power", "--fault", "nope"]) == 2
+    assert main(["--fault", "round-half-up"]) == 2
+    assert main(["--power", "--backend", "reference"]) == 2
