@@ -3,8 +3,9 @@
 Each exists because a planted fault (``backends/fault_catalogue.py``) passed the suite
 without it: a parallel elementwise loop (≥ 2^15 elements), a fused chain of three or more
 steps, a broadcast over a middle size-1 axis, a LayerNorm with a large common offset, a
-transpose large enough for the tiled kernel (≥ 256 KiB) and a row long enough for OpenCL's
-segmented reduction (K ≥ 65,536). All are tagged ``power``.
+transpose large enough for the tiled kernel (≥ 256 KiB), rows long enough for OpenCL's
+segmented reduction and scan (K ≥ 65,536) and numba-cpu's chunked parallel reduction
+(K ≥ 262,144), an all-negative Max and a variance near eps. All are tagged ``power``.
 """
 from __future__ import annotations
 
@@ -105,14 +106,31 @@ def _reduce(seed: int) -> list:
     r = _rng(seed, "Reduce")
     x = r.standard_normal((2, 70_001)).astype(F32)
     neg = -np.abs(r.standard_normal((3, 5))).astype(F32) - 0.5
+    # the mass sits in the last 64 Ki chunk: a dropped last partial is far outside the
+    # reduction contract's c·eps·K·Σ|x| (which a dropped partial of noise stays within)
+    long = r.standard_normal((1, 270_001))
+    long[0, 4 << 16:] += 100.0
+    long = long.astype(F32)
     return [Spec("Reduce", ReduceAttrs("Sum", (1,), False), (x,), ("power", "segmented"),
                  source="power:segmented-sum"),
+            Spec("Reduce", ReduceAttrs("Sum", (1,), False), (long,), ("power", "chunked"),
+                 source="power:chunked-sum"),
             Spec("Reduce", ReduceAttrs("Max", (1,), False), (neg,), ("power", "negative"),
                  source="power:all-negative-max")]
 
 
+def _cumsum(seed: int) -> list:
+    from ..ops.reduction import CumAttrs
+    from .cases import Spec
+
+    x = _rng(seed, "Cumsum").standard_normal((1, 70_001)).astype(F32)
+    return [Spec("Cumsum", CumAttrs(1, False), (x,), ("power", "segmented"),
+                 source="power:segmented-scan")]
+
+
 _BY_KIND = {"Activation": _activation, "Binary": _binary, "ElementwiseRegion": _region,
-            "LayerNorm": _layernorm, "Transpose": _transpose, "Reduce": _reduce}
+            "LayerNorm": _layernorm, "Transpose": _transpose, "Reduce": _reduce,
+            "Cumsum": _cumsum}
 
 
 def power_cases(kind: str, seed: int) -> list:
