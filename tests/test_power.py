@@ -1,6 +1,7 @@
 """The suite's power: every planted fault in the real kernels is caught by its selection,
 and the same selections pass on the unfaulted backends."""
 import importlib
+import re
 
 import numpy as np
 import pytest
@@ -77,18 +78,55 @@ def test_unfaulted_backend_passes_every_selection(backend, cases):
     assert not failing(res), [(r["case_id"], r["message"][:120]) for r in failing(res)]
 
 
-def test_every_declared_variant_has_a_fault():
+def _anchor_found(old: str, text: str) -> bool:
+    return bool(re.search(old[3:], text)) if old.startswith("re:") else old in text
+
+
+@pytest.mark.parametrize("name", [f.name for f in FAULTS if f.edits])
+def test_every_edit_anchor_is_in_the_real_kernels(name, cases):
+    """A fault whose anchor text is gone would plant nothing: each edit's text is in the
+    kernels the real backend compiles for the fault's selection (or in the C prelude)."""
+    fault = by_name(name)
+    _need(fault.backend)
+    backend = get_backend(fault.backend)
+    text = ""
+    if fault.kernel == "prelude":
+        from rlx_ref.backends.opencl.cprelude import prelude
+
+        text = prelude(True) + prelude(False)
+    missing = [old for old, _ in fault.edits if not _anchor_found(old, text)]
+    for case in fault_cases(fault, cases):
+        if not missing:
+            break
+        try:
+            exe = backend.compile(case.graph)
+        except Exception:  # noqa: BLE001 - declared-unsupported cases plant nothing
+            continue
+        text = "\n".join(exe.kernel_sources().values())
+        missing = [old for old in missing if not _anchor_found(old, text)]
+    assert not missing, f"{name}: no kernel of its selection contains {missing}"
+
+
+def _declared_variants(backend: str):
+    """The kernel variants ``backend`` declares (rlx_ref.backends.variants), or None."""
     try:
         variants = importlib.import_module("rlx_ref.backends.variants")
     except ImportError:
-        pytest.skip("no kernel-variant registry (rlx_ref.backends.variants) yet")
-    declared = getattr(variants, "declared", None)
+        return None
+    if callable(getattr(variants, "declared", None)):
+        return set(variants.declared(backend))
+    table = getattr(variants, "VARIANTS", None) or getattr(variants, "DECLARED", None)
+    return set(table.get(backend, ())) if isinstance(table, dict) else None
+
+
+@pytest.mark.parametrize("backend", ["numba-cpu", "opencl"])
+def test_every_declared_variant_has_a_fault(backend):
+    declared = _declared_variants(backend)
     if declared is None:
-        pytest.skip("the variant registry has no declared() listing")
-    covered = {f.variant for f in FAULTS}
-    for backend in ("numba-cpu", "opencl"):
-        names = {f"{backend}:{v}" for v in declared(backend)}
-        assert names <= covered, f"variants without a planted fault: {sorted(names - covered)}"
+        pytest.skip("no kernel-variant registry (rlx_ref.backends.variants) to check against")
+    covered = {f.variant for f in FAULTS if f.backend == backend}
+    names = {v if v.startswith(backend + ":") else f"{backend}:{v}" for v in declared}
+    assert names <= covered, f"variants without a planted fault: {sorted(names - covered)}"
 
 
 def test_a_fault_is_active_only_inside_its_context():

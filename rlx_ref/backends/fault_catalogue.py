@@ -153,7 +153,7 @@ FAULTS = (
           edits=(("        part[r * nchunk + c] = a;\n", "        part[r * nchunk + c] = v;\n"),)),
     Fault("cl-argmax-tie", CL, "tie order", "opencl:select.rows",
           "ArgMax prefers the later of equal values",
-          ops="ArgMax",
+          ops="ArgMax", limit=24,
           edits=(("((v) == best && (j) < idx)", "((v) == best && (j) > idx)"),
                  ("(idx < 0 || BETTER(v, best))) { best = v; idx = k; }",
                   "(idx < 0 || BETTER(v, best) || v == best)) { best = v; idx = k; }"))),

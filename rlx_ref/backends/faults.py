@@ -40,7 +40,7 @@ class Fault:
     dtypes: str | None = None       # --dtype of the selection
     tags: tuple = ()                # keep only cases carrying all of these tags
     attr_op: str = ""               # keep only cases with a node whose attrs.op is this
-    limit: int = 40                 # at most this many cases (the first, in suite order)
+    limit: int = 12                 # at most this many cases (the first, in suite order)
     kernel: str = ""                # edits apply to kernels whose name starts with this
     edits: tuple = ()               # (old, new) literal or ("re:" + pattern, replacement)
     patches: tuple = ()             # ("module:attr", factory(original) -> replacement)
