@@ -84,8 +84,11 @@ def _layernorm(seed: int) -> list:
     g, b = r.standard_normal(256).astype(F32), r.standard_normal(256).astype(F32)
     tiny = (3.0 + 1e-3 * r.standard_normal((4, 64))).astype(F32)
     gt, bt = np.ones(64, F32), np.zeros(64, F32)
+    cols = (1e4 + r.standard_normal((2, 256, 9))).astype(F32)
     return [Spec("LayerNorm", AxisNormAttrs(-1, 1e-5), (x, g, b), ("power", "offset"),
                  source="power:large-offset"),
+            Spec("LayerNorm", AxisNormAttrs(1, 1e-5), (cols, g, b), ("power", "offset"),
+                 source="power:large-offset-middle-axis"),
             Spec("LayerNorm", AxisNormAttrs(-1, 1e-5), (tiny, gt, bt), ("power", "tiny-var"),
                  source="power:variance-near-eps")]
 
