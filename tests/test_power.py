@@ -193,3 +193,37 @@ def test_power_cli(capsys):
     assert main(["--power", "--fault", "nope"]) == 2
     assert main(["--fault", "round-half-up"]) == 2
     assert main(["--power", "--backend", "reference"]) == 2
+
+
+class _SkipsLastElement:
+    """A backend that allocates its outputs, then writes all but their last element."""
+
+    name = "skips-last"
+
+    def compile(self, graph, options=None):
+        ref = get_backend("reference").compile(graph)
+        shapes = [graph.nodes[o].shape for o in graph.outputs]
+
+        class Exe:
+            def set_param(self, name, value):
+                ref.set_param(name, value)
+
+            def run(self, feeds):
+                bufs = [np.empty(s.dims, s.dtype.np) for s in shapes]
+                for buf, o in zip(bufs, ref.run(feeds)):
+                    buf.reshape(-1)[:-1] = o.reshape(-1)[:-1]
+                return bufs
+        return Exe()
+
+
+def test_an_unwritten_output_element_is_caught_even_where_the_allocator_reuses_a_block():
+    """The runner leaves freed blocks of each output's size poisoned (0xFF bytes), so an
+    element a backend never writes cannot read back the oracle's just-freed answer."""
+    from rlx_ref.conformance.cases import build_cases
+    from rlx_ref.conformance.runner import run_case
+
+    cases = [c for c in build_cases(["Reduce"]) if c.dtype == "f32"
+             and c.graph.nodes[c.graph.outputs[0]].shape.numel in (2, 3, 4)][:4]
+    assert cases
+    res = [run_case(_SkipsLastElement(), c, load_ledger(None)) for c in cases]
+    assert all(r.status != "ok" for r in res), [(r.case_id, r.status) for r in res]
