@@ -2,7 +2,8 @@
 
 Each entry mutates the real numba-cpu or OpenCL kernel in one place and names the
 conformance selection (``ops``/``dtypes``/``tags``) that must catch it, and the kernel
-variant it sits in. ``rlx-ref conformance --power`` runs every entry; ``tests/test_power.py``
+variant it sits in. A fault with a ``gap`` is one the current accuracy contracts cannot
+catch (the reason says why); it is reported, counted in the share, and expected missed. ``rlx-ref conformance --power`` runs every entry; ``tests/test_power.py``
 asserts each is caught and that the unfaulted backends pass the same selections.
 """
 from __future__ import annotations
@@ -90,6 +91,15 @@ FAULTS = (
           attr_op="Exp", ops="Activation", dtypes="f64", kernel="ew_",
           edits=(("r2 * (0.5 + r * 0.16666666666666666)",
                   "r2 * (0.5 + r * 0.16668333333333333)"),)),
+    Fault("expf-coefficient", NB, "polynomial-coefficient drift", "numba-cpu:vmath.exp-f32",
+          "the cubic coefficient of the f32 vectorized exp (softmax, f32 attention) drifts "
+          "by 1e-4 relative",
+          ops="Softmax", dtypes="f32",
+          edits=(("_VF_C1 = np.float32(0.1666652113199234)",
+                  "_VF_C1 = np.float32(0.1666818778410554)"),),
+          gap="a few f32 ulps of exp error, partly normalized away, stay inside Softmax's "
+              "c·eps·K contract; catching it needs the tighter contract the backend can "
+              "declare for its working precision"),
     # ── reductions, norms, selection (numba-cpu) ───────────────────────────
     Fault("reduce-max-identity", NB, "wrong reduction identity", "numba-cpu:reduce.rows",
           "Reduce Max starts from 0 instead of -inf",
@@ -134,6 +144,11 @@ FAULTS = (
           "the tiled transpose steps through input rows with the inner stride",
           ops="Transpose", tags=("power",), kernel="move", resets=((_MOVE, None),),
           edits=(("s = np.uint64(b + p * sp)", "s = np.uint64(b + p * sl)"),)),
+    Fault("move-par-chunk", NB, "tail off-by-one", "numba-cpu:move.parallel",
+          "the parallel copy of a large movement leaves each row's last element",
+          ops="Transpose", tags=("power",), kernel="move", resets=((_MOVE, None),),
+          edits=(("j0,\n                  min(j0 + chunk, n))",
+                  "j0,\n                  min(j0 + chunk, n - 1))"),)),
     Fault("transpose-perm-order", NB, "permutation error", "numba-cpu:move.serial",
           "movement lowerings read the input with its two innermost strides swapped",
           ops="Transpose",
@@ -161,7 +176,8 @@ FAULTS = (
           "first element), so a large common offset loses its digits",
           ops="LayerNorm", dtypes="f32", tags=("power",),
           edits=(("    piv = L ? LDX(lo) : 0;\n", "    piv = 0;\n"),
-                 ("    if (C) piv@j = LDXV(base + @o);\n", ""))),
+                 ("    piv = C ? LDX(base) : 0;\n", "    piv = 0;\n"),
+                 ("re:\n    if \\(C\\) piv\\d+ = LDXV\\(base \\+ \\d+\\);", ""))),
     Fault("cl-argmax-tie", CL, "tie order", "opencl:select.rows",
           "ArgMax prefers the later of equal values",
           ops="ArgMax", limit=24,

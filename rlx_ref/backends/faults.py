@@ -45,6 +45,7 @@ class Fault:
     edits: tuple = ()               # (old, new) literal or ("re:" + pattern, replacement)
     patches: tuple = ()             # ("module:attr", factory(original) -> replacement)
     resets: tuple = ()              # ("module:attr", value) memos cleared on and off
+    gap: str = ""                   # why the current contracts cannot catch it (if so)
     count: dict = field(default_factory=dict, compare=False, hash=False)
 
 

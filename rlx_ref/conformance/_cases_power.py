@@ -97,9 +97,13 @@ def _transpose(seed: int) -> list:
     from ..ops.movement import TransposeAttrs
     from .cases import Spec
 
-    x = _rng(seed, "Transpose").standard_normal((320, 260)).astype(F32)
+    r = _rng(seed, "Transpose")
+    x = r.standard_normal((320, 260)).astype(F32)
+    y = r.standard_normal((64, 32, 40)).astype(F32)          # inner axis stays contiguous
     return [Spec("Transpose", TransposeAttrs((1, 0)), (x,), ("power", "large", "tiled"),
-                 source="power:tiled-transpose")]
+                 source="power:tiled-transpose"),
+            Spec("Transpose", TransposeAttrs((1, 0, 2)), (y,), ("power", "large", "parallel"),
+                 source="power:parallel-move")]
 
 
 def _reduce(seed: int) -> list:

@@ -36,7 +36,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--power", action="store_true",
                    help="measure the suite's power: run each planted fault of the catalogue "
                    "(backends/fault_catalogue.py) on its selection and report the share "
-                   "caught; --backend limits the faults to numba-cpu and/or opencl")
+                   "caught (exit 1 when one is missed, known gaps aside); --backend limits the "
+                   "faults to numba-cpu and/or opencl")
     p.add_argument("--fault", help="with --power: only these faults (NAME[,NAME...])")
 
 
@@ -69,8 +70,8 @@ def run_power_cli(args) -> int:
     """``--power``: each catalogued fault on its selection; exit 1 when any is missed."""
     from ..backends.faults import FaultError
     from .ledger import load_ledger
-    from .power import run_power, summary
     from ..backends.fault_catalogue import select_faults
+    from .power import passed, run_power, summary
 
     try:
         faults = select_faults(args.fault, args.backend)
@@ -92,7 +93,7 @@ def run_power_cli(args) -> int:
 
         write_json(args.out, {"format": "rlx-ref-power/1", "faults": rows}, indent=1)
     print(f"{summary(rows)} in {time.perf_counter() - t0:.1f}s")
-    return 0 if all(r["caught"] for r in rows) else 1
+    return 0 if passed(rows) else 1
 
 
 def run(args) -> int:

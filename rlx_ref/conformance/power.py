@@ -39,7 +39,8 @@ def run_fault(fault, cases: list, ledger, *, faulty: bool = True, jobs: int = 1,
     sel = fault_cases(fault, cases)
     t0 = time.perf_counter()
     row = {"fault": fault.name, "backend": fault.backend, "bug_class": fault.bug_class,
-           "variant": fault.variant, "spec": spec, "cases": len(sel), "failing": []}
+           "variant": fault.variant, "spec": spec, "cases": len(sel), "failing": [],
+           "gap": fault.gap}
     if sel:
         backend = get_backend(spec)
         ok, why = backend.availability()
@@ -72,15 +73,28 @@ def run_power(faults: list, ledger, *, seed: int = 0, jobs: int = 1, case_timeou
 
 def format_row(row: dict) -> str:
     what = "caught" if row["caught"] else ("MISSED" if row["cases"] else "MISSED (no cases)")
+    if row.get("gap"):
+        what = "CAUGHT (remove its gap)" if row["caught"] else "gap"
     first = f" ({len(row['failing'])} failing, e.g. {row['failing'][0]})" \
         if row["failing"] else ""
+    why = f"\n        known gap: {row['gap']}" if row.get("gap") and not row["caught"] else ""
     return (f"{what:<7} {row['fault']:<28} {row['backend']:<10} {row['bug_class']}: "
-            f"{row['cases']} cases, {row['seconds']}s{first}")
+            f"{row['cases']} cases, {row['seconds']}s{first}{why}")
+
+
+def passed(rows: list[dict]) -> bool:
+    """Every fault caught, except known gaps, which must still be missed (a caught gap
+    means the gap is closed: its marker is stale)."""
+    return all(r["caught"] != bool(r.get("gap")) for r in rows)
 
 
 def summary(rows: list[dict]) -> str:
     caught = sum(r["caught"] for r in rows)
     share = 100.0 * caught / len(rows) if rows else 0.0
-    missed = [r["fault"] for r in rows if not r["caught"]]
+    missed = [r["fault"] for r in rows if not r["caught"] and not r.get("gap")]
+    gaps = [r["fault"] for r in rows if not r["caught"] and r.get("gap")]
+    stale = [r["fault"] for r in rows if r["caught"] and r.get("gap")]
     return (f"power: {caught}/{len(rows)} planted faults caught ({share:.0f}%)"
-            + (f"; missed: {', '.join(missed)}" if missed else ""))
+            + (f"; missed: {', '.join(missed)}" if missed else "")
+            + (f"; known gaps: {', '.join(gaps)}" if gaps else "")
+            + (f"; caught but marked as gaps: {', '.join(stale)}" if stale else ""))
