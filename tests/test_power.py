@@ -193,13 +193,18 @@ def test_summary_reports_the_share_the_missed_and_the_gaps():
     assert not passed([{"fault": "g", "caught": True, "gap": "why"}])
 
 
-def test_power_cli(capsys):
+def test_power_cli(capsys, tmp_path):
+    import json
+
     from rlx_ref.conformance.cli import main
 
     _need("numba-cpu")
-    assert main(["--power", "--fault", "round-half-up"]) == 0
+    out_file = tmp_path / "power.json"
+    assert main(["--power", "--fault", "round-half-up", "--out", str(out_file)]) == 0
     out = capsys.readouterr().out
     assert "caught  round-half-up" in out and "1/1 planted faults caught (100%)" in out
+    (row,) = json.loads(out_file.read_text())["faults"]
+    assert row["fault"] == "round-half-up" and row["caught"] and row["failing"]
     assert main(["--power", "--fault", "nope"]) == 2
     assert main(["--fault", "round-half-up"]) == 2
     assert main(["--power", "--backend", "reference"]) == 2

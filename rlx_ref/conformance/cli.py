@@ -68,9 +68,9 @@ def _backends(spec: str | None) -> list:
 
 def run_power_cli(args) -> int:
     """``--power``: each catalogued fault on its selection; exit 1 when any is missed."""
+    from ..backends.fault_catalogue import select_faults
     from ..backends.faults import FaultError
     from .ledger import load_ledger
-    from ..backends.fault_catalogue import select_faults
     from .power import passed, run_power, summary
 
     try:
@@ -81,6 +81,11 @@ def run_power_cli(args) -> int:
     if not faults:
         print(f"no catalogued fault is planted in {args.backend!r} (faults exist for "
               "numba-cpu and opencl)", file=sys.stderr)
+        return 2
+    usable = {b: _usable(b)[0] for b in {f.backend for f in faults}}
+    faults = [f for f in faults if usable[f.backend]]
+    if not faults:
+        print("no backend with catalogued faults is usable here", file=sys.stderr)
         return 2
     from .workers import start_server
 
@@ -94,6 +99,20 @@ def run_power_cli(args) -> int:
         write_json(args.out, {"format": "rlx-ref-power/1", "faults": rows}, indent=1)
     print(f"{summary(rows)} in {time.perf_counter() - t0:.1f}s")
     return 0 if passed(rows) else 1
+
+
+def _usable(name: str) -> tuple[bool, str]:
+    """(usable, why not) of backend ``name``; says why on stderr when it is not."""
+    from ..backends.base import BackendUnavailable
+    from ..backends.registry import get_backend
+
+    try:
+        ok, why = get_backend(name).availability()
+    except BackendUnavailable as e:
+        ok, why = False, str(e)
+    if not ok:
+        print(f"{name}: unavailable, its faults are skipped: {why}", file=sys.stderr)
+    return ok, why
 
 
 def run(args) -> int:
