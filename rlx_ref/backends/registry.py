@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 
 from .base import Backend, BackendUnavailable
+from .faults import SEP
 
 BUILTIN = {
     "reference": "rlx_ref.backends.reference:ReferenceBackend",
@@ -77,7 +78,16 @@ def _resolve_alias(spec: str) -> str:
 
 def get_backend(spec: str) -> Backend:
     """A backend by name (``opencl:P:D``, ``cuda:N`` and vendor aliases included),
-    entry-point name, or ``module:object``."""
+    entry-point name, or ``module:object``; ``NAME+fault:FAULT`` plants a catalogued
+    fault (``faults.py``)."""
+    if SEP in spec:                          # a real backend with a planted fault
+        from .faults import FaultError, faulted, split_spec
+
+        base, fault = split_spec(spec)
+        try:
+            return faulted(get_backend(base), fault)
+        except FaultError as e:
+            raise BackendUnavailable(str(e)) from None
     if spec in ALIASES:
         return get_backend(_resolve_alias(spec))
     if spec in BUILTIN:

@@ -177,6 +177,7 @@ def sample_specs(d: OpDef, seed: int) -> list[Spec]:
 
 def _op_cases(d: OpDef, seed: int) -> list[Case]:
     from ._cases_edges import edge_specs
+    from ._cases_power import power_cases
     from .errors import error_cases
 
     out = []
@@ -187,6 +188,7 @@ def _op_cases(d: OpDef, seed: int) -> list[Case]:
             if oracle_accepts(case):
                 out.append(case)
     out += [spec_case(s, seed) for s in edge_specs(d.kind, seed)]
+    out += power_cases(d.kind, seed)
     out += error_cases(d.kind, seed)
     return out
 

@@ -39,6 +39,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "(for reports that must not depend on the machine)")
     p.add_argument("--list", action="store_true", help="list the selected cases and stop")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--power", action="store_true",
+                   help="measure the suite's power: run each planted fault of the catalogue "
+                   "(backends/fault_catalogue.py) on its selection and report the share "
+                   "caught (exit 1 when one is missed, known gaps aside); --backend limits the "
+                   "faults to numba-cpu and/or opencl")
+    p.add_argument("--fault", help="with --power: only these faults (NAME[,NAME...])")
 
 
 def _backends(spec: str | None) -> list:
@@ -66,6 +72,55 @@ def _backends(spec: str | None) -> list:
     return out
 
 
+def run_power_cli(args) -> int:
+    """``--power``: each catalogued fault on its selection; exit 1 when any is missed."""
+    from ..backends.fault_catalogue import select_faults
+    from ..backends.faults import FaultError
+    from .ledger import load_ledger
+    from .power import passed, run_power, summary
+
+    try:
+        faults = select_faults(args.fault, args.backend)
+    except FaultError as e:
+        print(str(e), file=sys.stderr)
+        return 2
+    if not faults:
+        print(f"no catalogued fault is planted in {args.backend!r} (faults exist for "
+              "numba-cpu and opencl)", file=sys.stderr)
+        return 2
+    usable = {b: _usable(b)[0] for b in {f.backend for f in faults}}
+    faults = [f for f in faults if usable[f.backend]]
+    if not faults:
+        print("no backend with catalogued faults is usable here", file=sys.stderr)
+        return 2
+    from .workers import start_server
+
+    start_server([])
+    t0 = time.perf_counter()
+    rows = run_power(faults, load_ledger(args.ledger), seed=args.seed, jobs=args.jobs,
+                     case_timeout=args.case_timeout)
+    if args.out:
+        from .._atomic import write_json
+
+        write_json(args.out, {"format": "rlx-ref-power/1", "faults": rows}, indent=1)
+    print(f"{summary(rows)} in {time.perf_counter() - t0:.1f}s")
+    return 0 if passed(rows) else 1
+
+
+def _usable(name: str) -> tuple[bool, str]:
+    """(usable, why not) of backend ``name``; says why on stderr when it is not."""
+    from ..backends.base import BackendUnavailable
+    from ..backends.registry import get_backend
+
+    try:
+        ok, why = get_backend(name).availability()
+    except BackendUnavailable as e:
+        ok, why = False, str(e)
+    if not ok:
+        print(f"{name}: unavailable, its faults are skipped: {why}", file=sys.stderr)
+    return ok, why
+
+
 def run(args) -> int:
     from .cases import build_cases, filter_cases
     from .ledger import load_ledger
@@ -83,6 +138,11 @@ def run(args) -> int:
         if path is not None and (not path or os.path.isdir(path)):
             raise FileInputError(path or "''", f"({flag}) is a directory",
                                  "a file path to write, e.g. build/results.json")
+    if args.power:
+        return run_power_cli(args)
+    if args.fault:
+        print("--fault needs --power", file=sys.stderr)
+        return 2
     t0 = time.perf_counter()
     backends = [] if args.list else _backends(args.backend)
     if backends and not args.in_process:

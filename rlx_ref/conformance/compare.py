@@ -154,7 +154,7 @@ def _compare_floats(got, o64, oc, dt: DType, acc: A.Accuracy) -> Verdict:
     if missing:
         return Verdict(MISSING, missing, *stats, _index(worst, g.shape), float(ratio.max()))
     idx = _index(worst, g.shape)
-    gv, ov = g.ravel()[worst], o.ravel()[worst]
+    gv, ov = g.ravel()[worst], (ref if acc.per_step else o).ravel()[worst]
     if special_bad.any() or zero_bad.any():
         what = "NaN/inf" if special_bad.ravel()[worst] else "signed-zero"
         n = int((special_bad | zero_bad).sum())

@@ -17,6 +17,7 @@ import types
 from pathlib import Path
 
 from ..._atomic import write_bytes
+from ..faults import rewrite
 from .kernel_cache import warn_corrupt, warn_unwritable
 
 HEADER = "import math\nimport numpy as np\nfrom numba import njit, prange\n\n"
@@ -67,7 +68,7 @@ def compile_kernel(name: str, body: str) -> Kernel:
 
     Identical sources share one module per process and one file (and Numba cache) on disk.
     """
-    source = HEADER + body.strip() + "\n"
+    source = HEADER + rewrite("numba-cpu", name, body).strip() + "\n"
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     key = (name, digest)
     kernel = _LOADED.get(key)

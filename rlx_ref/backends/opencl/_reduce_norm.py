@@ -2,8 +2,10 @@
 
 Statistics are two-pass (the mean, then Σ(x - mean)², which stays accurate where
 E[x²] - E[x]² cancels) in the compute type: double when any operand is f64 or, with
-``wide`` (CPU-style kernels on a device with fp64), for every dtype, else float. A float
-mean of 1e4 + N(0, 1) keeps only about three digits of the deviations.
+``wide`` (CPU-style kernels on a device with fp64), for every dtype, else float. Both
+passes work on x - p, p the block's (line's) first element: a large common offset
+(1e4 + N(0,1)) then costs no digits of the mean, which a float sum of raw x would lose
+(where some x - p overflows, the mean is summed again unshifted).
 RmsNorm is the same kernel with the mean fixed at 0. ``rows_*`` normalize contiguous
 blocks of ``Cg·S`` elements (a LayerNorm row over the last axis: Cg = C, S = 1; a
 GroupNorm group: C/groups channels × S spatial positions), the affine channel of element
@@ -44,38 +46,47 @@ __kernel void KNAME(__global XT* out, __global const XT* x, __global const GT* g
     long r = get_global_id(0);
     if (r >= rows) return;
     long L = Cg * S, lo = r * L, i;
-    CT mean = 0, s = 0;
+    CT mean = 0, s = 0, piv = 0;
     CTV s0, s1;
 #if !RMS
-    s0 = (CTV)0; s1 = s0;
-    for (i = 0; i + 2 * VW <= L; i += 2 * VW) { s0 += LDXV(lo + i); s1 += LDXV(lo + i + VW); }
-    s0 += s1;
-    s += s0.@s;
-    for (; i < L; i++) s += LDX(lo + i);
+    piv = L ? LDX(lo) : 0;
+    for (int pass = 0; pass < 2; pass++) {       /* unshifted if some x - p overflowed */
+        s0 = (CTV)0; s1 = s0; s = 0;
+        for (i = 0; i + 2 * VW <= L; i += 2 * VW) {
+            s0 += LDXV(lo + i) - piv; s1 += LDXV(lo + i + VW) - piv;
+        }
+        s0 += s1;
+        s += s0.@s;
+        for (; i < L; i++) s += LDX(lo + i) - piv;
+        if (isfinite(s) || piv == 0) break;
+        piv = 0;
+    }
     mean = s / (CT)L;
     s = 0;
 #endif
     s0 = (CTV)0; s1 = s0;
     for (i = 0; i + 2 * VW <= L; i += 2 * VW) {
-        CTV d0 = LDXV(lo + i) - mean, d1 = LDXV(lo + i + VW) - mean;
+        CTV d0 = (LDXV(lo + i) - piv) - mean, d1 = (LDXV(lo + i + VW) - piv) - mean;
         s0 += d0 * d0; s1 += d1 * d1;
     }
     s0 += s1;
     s += s0.@s;
-    for (; i < L; i++) { CT d = LDX(lo + i) - mean; s += d * d; }
+    for (; i < L; i++) { CT d = (LDX(lo + i) - piv) - mean; s += d * d; }
     CT rstd = (CT)1 / sqrt(s / (CT)L + eps);
     long c0 = (r % G) * Cg;
     if (S == 1) {
         for (i = 0; i + VW <= L; i += VW)
-            STOV(lo + i, (LDXV(lo + i) - mean) * rstd * LDGV(c0 + i) + LDBV(c0 + i));
-        for (; i < L; i++) STO(lo + i, (LDX(lo + i) - mean) * rstd * LDG(c0 + i) + LDB(c0 + i));
+            STOV(lo + i, ((LDXV(lo + i) - piv) - mean) * rstd * LDGV(c0 + i) + LDBV(c0 + i));
+        for (; i < L; i++)
+            STO(lo + i, ((LDX(lo + i) - piv) - mean) * rstd * LDG(c0 + i) + LDB(c0 + i));
         return;
     }
     for (long c = 0; c < Cg; c++) {
         CT sc = rstd * LDG(c0 + c), sh = LDB(c0 + c);
         long base = lo + c * S;
-        for (i = 0; i + VW <= S; i += VW) STOV(base + i, (LDXV(base + i) - mean) * sc + sh);
-        for (; i < S; i++) STO(base + i, (LDX(base + i) - mean) * sc + sh);
+        for (i = 0; i + VW <= S; i += VW)
+            STOV(base + i, ((LDXV(base + i) - piv) - mean) * sc + sh);
+        for (; i < S; i++) STO(base + i, ((LDX(base + i) - piv) - mean) * sc + sh);
     }
 }
 """
@@ -89,20 +100,27 @@ void KNAME(__global XT* out, __global const XT* x, __global const GT* g,
     long r = get_group_id(0);
     int l = get_local_id(0);
     long L = Cg * S, lo = r * L;
-    CT mean = 0, s = 0;
+    CT mean = 0, s = 0, piv = 0;
 #if !RMS
-    for (long i = l; i < L; i += WG) s += LDX(lo + i);
-    sh[l] = s;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int w = WG / 2; w > 0; w >>= 1) {
-        if (l < w) sh[l] += sh[l + w];
+    piv = L ? LDX(lo) : 0;
+    for (int pass = 0; pass < 2; pass++) {       /* unshifted if some x - p overflowed */
+        s = 0;
+        for (long i = l; i < L; i += WG) s += LDX(lo + i) - piv;
+        sh[l] = s;
         barrier(CLK_LOCAL_MEM_FENCE);
+        for (int w = WG / 2; w > 0; w >>= 1) {
+            if (l < w) sh[l] += sh[l + w];
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        s = sh[0];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (isfinite(s) || piv == 0) break;        /* the same choice in every work-item */
+        piv = 0;
     }
-    mean = sh[0] / (CT)L;
-    barrier(CLK_LOCAL_MEM_FENCE);
+    mean = s / (CT)L;
     s = 0;
 #endif
-    for (long i = l; i < L; i += WG) { CT d = LDX(lo + i) - mean; s += d * d; }
+    for (long i = l; i < L; i += WG) { CT d = (LDX(lo + i) - piv) - mean; s += d * d; }
     sh[l] = s;
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int w = WG / 2; w > 0; w >>= 1) {
@@ -113,7 +131,7 @@ void KNAME(__global XT* out, __global const XT* x, __global const GT* g,
     long c0 = (r % G) * Cg;
     for (long i = l; i < L; i += WG) {
         long c = c0 + i / S;
-        STO(lo + i, (LDX(lo + i) - mean) * rstd * LDG(c) + LDB(c));
+        STO(lo + i, ((LDX(lo + i) - piv) - mean) * rstd * LDG(c) + LDB(c));
     }
 }
 """
@@ -122,16 +140,22 @@ _LINE = """
 inline void LINE(__global XT* out, __global const XT* x, __global const GT* g,
                  __global const BT* b, const long C, const long inner, const long base,
                  const CT eps) {
-    CT mean = 0, s = 0;
+    CT mean = 0, s = 0, piv = 0;
 #if !RMS
-    for (long c = 0; c < C; c++) s += LDX(base + c * inner);
+    piv = C ? LDX(base) : 0;
+    for (int pass = 0; pass < 2; pass++) {       /* unshifted if some x - p overflowed */
+        s = 0;
+        for (long c = 0; c < C; c++) s += LDX(base + c * inner) - piv;
+        if (isfinite(s) || piv == 0) break;
+        piv = 0;
+    }
     mean = s / (CT)C;
     s = 0;
 #endif
-    for (long c = 0; c < C; c++) { CT d = LDX(base + c * inner) - mean; s += d * d; }
+    for (long c = 0; c < C; c++) { CT d = (LDX(base + c * inner) - piv) - mean; s += d * d; }
     CT rstd = (CT)1 / sqrt(s / (CT)C + eps);
     for (long c = 0; c < C; c++)
-        STO(base + c * inner, (LDX(base + c * inner) - mean) * rstd * LDG(c) + LDB(c));
+        STO(base + c * inner, ((LDX(base + c * inner) - piv) - mean) * rstd * LDG(c) + LDB(c));
 }
 """
 
@@ -159,21 +183,28 @@ __kernel void KNAME(__global XT* out, __global const XT* x, __global const GT* g
         for (long i = base; i < row + inner; i++) LINE(out, x, g, b, C, inner, i, eps);
         return;
     }
-    CTV mean@j = (CTV)0;
+    CTV mean@j = (CTV)0, piv@j = (CTV)0;
 #if !RMS
-    for (long p = base; p < base + C * inner; p += inner) mean@j += LDXV(p + @o);
+    if (C) piv@j = LDXV(base + @o);
+    for (int pass = 0; pass < 2; pass++) {       /* unshifted if some x - p overflowed */
+        int bad = 0;
+        for (long p = base; p < base + C * inner; p += inner) mean@j += LDXV(p + @o) - piv@j;
+        bad |= any(isfinite(mean@j) == 0);
+        if (!bad || pass) break;
+        piv@j = (CTV)0; mean@j = (CTV)0;
+    }
     mean@j /= (CT)C;
 #endif
     CTV q@j = (CTV)0;
     for (long p = base; p < base + C * inner; p += inner) {
-        CTV d@j = LDXV(p + @o) - mean@j;
+        CTV d@j = (LDXV(p + @o) - piv@j) - mean@j;
         q@j += d@j * d@j;
     }
     CTV r@j = (CT)1 / sqrt(q@j / (CT)C + eps);
     for (long c = 0; c < C; c++) {
         long p = base + c * inner;
         CT gc = LDG(c), bc = LDB(c);
-        STOV(p + @o, (LDXV(p + @o) - mean@j) * r@j * gc + bc);
+        STOV(p + @o, ((LDXV(p + @o) - piv@j) - mean@j) * r@j * gc + bc);
     }
 }
 """

@@ -19,6 +19,7 @@ import warnings
 from pathlib import Path
 
 from ..._atomic import write_text
+from ..faults import rewrite
 from .cprelude import prelude
 from .pocl_cache import owned_dir
 
@@ -59,6 +60,7 @@ class ProgramBuilder:
         self._program = None
 
     def add(self, source: str, name: str) -> KernelRef:
+        source = rewrite("opencl", name, source)      # a planted fault's edit, if any
         old = self.sources.get(name)
         if old is not None and old != source:
             raise ValueError(f"two different OpenCL kernels are both named {name!r}")
@@ -68,7 +70,8 @@ class ProgramBuilder:
         return KernelRef(self, name)
 
     def full_source(self) -> str:
-        return prelude(self.device.fp64) + "\n" + "\n".join(self.sources.values())
+        head = rewrite("opencl", "prelude", prelude(self.device.fp64))
+        return head + "\n" + "\n".join(self.sources.values())
 
     def built(self):
         """The built ``cl.Program`` (built on first use); build errors show the log."""
