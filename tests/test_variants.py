@@ -170,3 +170,17 @@ def test_every_variant_a_case_runs_declares_a_kind_of_that_case(kind):
         assert res.status == "ok" and res.variants, (case.id, res.message)
         for name in res.variants:
             assert set(declared[name].kinds) & set(case.kinds), (name, case.kinds)
+
+
+def test_large_cases_reach_the_large_kernels_at_the_default_thresholds():
+    from rlx_ref.conformance._cases_variants import large_cases
+    from rlx_ref.conformance.ledger import load_ledger
+    from rlx_ref.conformance.runner import run_case
+
+    seen = set()
+    for case in large_cases():
+        res = run_case(NB, case, load_ledger())
+        assert res.status == "ok", (case.id, res.message)
+        seen.update(res.variants)
+    assert {"numba-cpu:transpose.tiled", "numba-cpu:move.par", "numba-cpu:reduce.chunks_par",
+            "numba-cpu:matmul.blas.par", "numba-cpu:ew.par"} <= seen
