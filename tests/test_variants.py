@@ -184,3 +184,23 @@ def test_large_cases_reach_the_large_kernels_at_the_default_thresholds():
         seen.update(res.variants)
     assert {"numba-cpu:transpose.tiled", "numba-cpu:move.par", "numba-cpu:reduce.chunks_par",
             "numba-cpu:matmul.blas.par", "numba-cpu:ew.par"} <= seen
+
+
+def test_the_conformance_command_refuses_bad_threshold_settings_up_front(monkeypatch, capsys):
+    from rlx_ref.cli import main
+
+    monkeypatch.setenv(variants.ENV, "numba-cpu:move.par_bytes=0")
+    assert main(["conformance", "--op", "Transpose", "--list"]) == 2
+    assert "floor" in capsys.readouterr().err
+    monkeypatch.setenv(variants.ENV, "numba-cpu:move.par_bytes=64")
+    assert main(["conformance", "--op", "Transpose", "--list"]) == 0
+
+
+def test_the_variants_command_lists_rules_and_thresholds_in_force(monkeypatch, capsys):
+    from rlx_ref.cli import main
+
+    monkeypatch.setenv(variants.ENV, "opencl:reduce.min_segment_cpu=64")
+    assert main(["variants", "--backend", "opencl"]) == 0
+    out = capsys.readouterr().out
+    assert "opencl:reduce.rows.segmented" in out and "= 64 (default 32768)" in out
+    assert main(["variants", "--backend", "nope"]) == 2
