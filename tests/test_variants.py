@@ -56,10 +56,14 @@ def test_the_environment_lowers_thresholds(monkeypatch):
 
 
 def test_bad_threshold_options_name_what_is_wrong():
+    x = np.ones((2, 3), F)
+    g = single_op_graph("Transpose", get("Transpose").attrs((1, 0)), (x,), None)
     with pytest.raises(ValueError, match="unknown threshold 'numba-cpu:nope'.*declares"):
-        CompileOptions(thresholds={"numba-cpu:nope": 3})
+        NB.compile(g, CompileOptions(thresholds={"numba-cpu:nope": 3}))
     with pytest.raises(ValueError, match="floor"):
-        CompileOptions(thresholds={"numba-cpu:move.par_bytes": 0})
+        NB.compile(g, CompileOptions(thresholds={"numba-cpu:move.par_bytes": 0}))
+    with pytest.raises(ValueError, match="thresholds must be a dict"):
+        CompileOptions(thresholds=[("numba-cpu:par_elements", 1)])
     with pytest.raises(ValueError, match="not name=integer"):
         variants.parse_values("numba-cpu:par_elements")
     assert variants.parse_values("a=2k, b=1m") == {"a": 2048, "b": 1 << 20}

@@ -184,7 +184,7 @@ def lowering(options=None):
     yielded set (nested plans' choices reach the enclosing plan's set too)."""
     given = options.get("thresholds") if isinstance(options, dict) else \
         getattr(options, "thresholds", None)
-    values = check_values(given or {})
+    values = check_values(given or {}, "CompileOptions.thresholds")
     outer = _RECORDER.get()
     rec: set = set()
     t_over = _OVERRIDES.set({**(_OVERRIDES.get() or {}), **values}) if values else None
