@@ -31,6 +31,12 @@ def test_every_declared_name_is_qualified_and_every_threshold_has_a_floor():
             assert 0 <= t.floor <= t.default
 
 
+def test_variants_serving_a_kind():
+    names = [v.name for v in variants.serving("opencl", "Reduce")]
+    assert "opencl:reduce.rows.segmented" in names and "opencl:softmax.rows_cpu" not in names
+    assert all("Transpose" in v.kinds for v in variants.serving("numba-cpu", "Transpose"))
+
+
 def test_a_large_transpose_records_the_tiled_variant():
     x = np.arange(512 * 160, dtype=F).reshape(512, 160)          # 320 KiB >= 256 KiB
     want, got, ran = _run("Transpose", get("Transpose").attrs((1, 0)), x)
