@@ -31,6 +31,12 @@ def test_every_declared_name_is_qualified_and_every_threshold_has_a_floor():
             assert 0 <= t.floor <= t.default
 
 
+def test_variants_serving_a_kind():
+    names = [v.name for v in variants.serving("opencl", "Reduce")]
+    assert "opencl:reduce.rows.segmented" in names and "opencl:softmax.rows_cpu" not in names
+    assert all("Transpose" in v.kinds for v in variants.serving("numba-cpu", "Transpose"))
+
+
 def test_a_large_transpose_records_the_tiled_variant():
     x = np.arange(512 * 160, dtype=F).reshape(512, 160)          # 320 KiB >= 256 KiB
     want, got, ran = _run("Transpose", get("Transpose").attrs((1, 0)), x)
@@ -56,10 +62,14 @@ def test_the_environment_lowers_thresholds(monkeypatch):
 
 
 def test_bad_threshold_options_name_what_is_wrong():
+    x = np.ones((2, 3), F)
+    g = single_op_graph("Transpose", get("Transpose").attrs((1, 0)), (x,), None)
     with pytest.raises(ValueError, match="unknown threshold 'numba-cpu:nope'.*declares"):
-        CompileOptions(thresholds={"numba-cpu:nope": 3})
+        NB.compile(g, CompileOptions(thresholds={"numba-cpu:nope": 3}))
     with pytest.raises(ValueError, match="floor"):
-        CompileOptions(thresholds={"numba-cpu:move.par_bytes": 0})
+        NB.compile(g, CompileOptions(thresholds={"numba-cpu:move.par_bytes": 0}))
+    with pytest.raises(ValueError, match="thresholds must be a dict"):
+        CompileOptions(thresholds=[("numba-cpu:par_elements", 1)])
     with pytest.raises(ValueError, match="not name=integer"):
         variants.parse_values("numba-cpu:par_elements")
     assert variants.parse_values("a=2k, b=1m") == {"a": 2048, "b": 1 << 20}
@@ -170,3 +180,37 @@ def test_every_variant_a_case_runs_declares_a_kind_of_that_case(kind):
         assert res.status == "ok" and res.variants, (case.id, res.message)
         for name in res.variants:
             assert set(declared[name].kinds) & set(case.kinds), (name, case.kinds)
+
+
+def test_large_cases_reach_the_large_kernels_at_the_default_thresholds():
+    from rlx_ref.conformance._cases_variants import large_cases
+    from rlx_ref.conformance.ledger import load_ledger
+    from rlx_ref.conformance.runner import run_case
+
+    seen = set()
+    for case in large_cases():
+        res = run_case(NB, case, load_ledger())
+        assert res.status == "ok", (case.id, res.message)
+        seen.update(res.variants)
+    assert {"numba-cpu:transpose.tiled", "numba-cpu:move.par", "numba-cpu:reduce.chunks_par",
+            "numba-cpu:matmul.blas.par", "numba-cpu:ew.par"} <= seen
+
+
+def test_the_conformance_command_refuses_bad_threshold_settings_up_front(monkeypatch, capsys):
+    from rlx_ref.cli import main
+
+    monkeypatch.setenv(variants.ENV, "numba-cpu:move.par_bytes=0")
+    assert main(["conformance", "--op", "Transpose", "--list"]) == 2
+    assert "floor" in capsys.readouterr().err
+    monkeypatch.setenv(variants.ENV, "numba-cpu:move.par_bytes=64")
+    assert main(["conformance", "--op", "Transpose", "--list"]) == 0
+
+
+def test_the_variants_command_lists_rules_and_thresholds_in_force(monkeypatch, capsys):
+    from rlx_ref.cli import main
+
+    monkeypatch.setenv(variants.ENV, "opencl:reduce.min_segment_cpu=64")
+    assert main(["variants", "--backend", "opencl"]) == 0
+    out = capsys.readouterr().out
+    assert "opencl:reduce.rows.segmented" in out and "= 64 (default 32768)" in out
+    assert main(["variants", "--backend", "nope"]) == 2

@@ -104,6 +104,11 @@ def thresholds(backend: str) -> dict:
     return dict(_THRESHOLDS.get(backend, {}))
 
 
+def serving(backend: str, kind: str) -> list:
+    """The declared variants of ``backend`` that serve op ``kind`` (declaration order)."""
+    return [v for v in declared(backend).values() if kind in v.kinds]
+
+
 def applicable(backend: str, device_types=("cpu",)) -> dict:
     """The declared variants that can run on devices of ``device_types``."""
     return {n: v for n, v in declared(backend).items()
@@ -184,7 +189,7 @@ def lowering(options=None):
     yielded set (nested plans' choices reach the enclosing plan's set too)."""
     given = options.get("thresholds") if isinstance(options, dict) else \
         getattr(options, "thresholds", None)
-    values = check_values(given or {})
+    values = check_values(given or {}, "CompileOptions.thresholds")
     outer = _RECORDER.get()
     rec: set = set()
     t_over = _OVERRIDES.set({**(_OVERRIDES.get() or {}), **values}) if values else None

@@ -109,7 +109,7 @@ def _large_specs(rng) -> list:
     x = _f32(rng, 256, 384)                                     # 384 KiB, 98k elements
     return [
         ("Transpose", a("Transpose", (1, 0)), (x,)),             # tiled transpose
-        ("Slice", a("Slice", 1, 0, 192, 2), (x,)),               # parallel move
+        ("Slice", a("Slice", 1, 0, 192, 2), (_f32(rng, 512, 384),)),  # parallel move
         ("Concat", a("Concat", 0), (x, x)),
         ("Binary", a("Binary", "Add"), (x, _f32(rng, 384))),     # parallel elementwise
         ("Reduce", a("Reduce", "Sum", (1,), False), (x,)),       # parallel rows

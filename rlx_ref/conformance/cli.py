@@ -138,6 +138,14 @@ def run(args) -> int:
         if path is not None and (not path or os.path.isdir(path)):
             raise FileInputError(path or "''", f"({flag}) is a directory",
                                  "a file path to write, e.g. build/results.json")
+    from ..backends import variants
+
+    try:        # a bad RLX_REF_THRESHOLDS would fail every case: refuse it once, up front
+        variants.check_values(variants.parse_values(os.environ.get(variants.ENV, "")),
+                              variants.ENV)
+    except variants.VariantError as e:
+        print(str(e), file=sys.stderr)
+        return 2
     if args.power:
         return run_power_cli(args)
     if args.fault:

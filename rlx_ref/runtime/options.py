@@ -78,8 +78,8 @@ class CompileOptions:
     scan_unroll_max_length: Scans this short may be unrolled (0 = never; no pass reads it
     yet).
     thresholds: ``{name: value}`` overriding the backends' kernel-selection thresholds
-    (``rlx-ref variants`` lists them), e.g. ``{"numba-cpu:ew.par_min": 1}`` so a small
-    graph takes the parallel kernels; names and floors are checked.
+    (``rlx-ref variants`` lists them), e.g. ``{"numba-cpu:par_elements": 1}`` so a small
+    graph takes the parallel kernels; the compile checks names and floors.
     """
 
     dce: bool = True
@@ -99,11 +99,9 @@ class CompileOptions:
         if self.scan_unroll_max_length < 0 or self.constant_fold_max_elements < 0:
             raise ValueError("scan_unroll_max_length and constant_fold_max_elements must "
                              "be >= 0")
-        if self.thresholds:
-            from ..backends.variants import check_values
-
-            object.__setattr__(self, "thresholds", check_values(
-                dict(self.thresholds), "CompileOptions.thresholds"))
+        if not isinstance(self.thresholds, dict):
+            raise ValueError(f"thresholds must be a dict of name -> integer, got "
+                             f"{type(self.thresholds).__name__}")
 
     @property
     def fusion(self) -> FusionOptions:
