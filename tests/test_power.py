@@ -79,6 +79,11 @@ def test_unfaulted_backend_passes_every_selection(backend, cases):
     res = run_backend(get_backend(backend), list(picked.values()), load_ledger(None),
                       progress=False, in_process=True)
     assert not failing(res), [(r["case_id"], r["message"][:120]) for r in failing(res)]
+    ran = {r["case_id"]: set(r.get("variants") or ()) for r in res}
+    for f in FAULTS:                # each fault sits in a kernel variant its selection runs
+        if f.backend == backend:
+            seen = set().union(*(ran[c.id] for c in fault_cases(f, cases)))
+            assert f.variant in seen, f"{f.name}: its selection never runs {f.variant}"
 
 
 def _anchor_found(old: str, text: str) -> bool:
@@ -123,13 +128,19 @@ def _declared_variants(backend: str):
 
 
 @pytest.mark.parametrize("backend", ["numba-cpu", "opencl"])
-def test_every_declared_variant_has_a_fault(backend):
-    declared = _declared_variants(backend)
-    if declared is None:
-        pytest.skip("no kernel-variant registry (rlx_ref.backends.variants) to check against")
+def test_fault_variants_are_declared_and_the_unreached_ones_listed(backend):
+    """Each fault names a declared variant; the declared variants no fault sits in yet are
+    exactly ``WITHOUT_FAULT`` (so the list shrinks as faults are added and cannot go stale)."""
+    from rlx_ref.backends import variants
+    from rlx_ref.backends.fault_catalogue import WITHOUT_FAULT
+
+    declared = set(variants.declared(backend))
     covered = {f.variant for f in FAULTS if f.backend == backend}
-    names = {v if v.startswith(backend + ":") else f"{backend}:{v}" for v in declared}
-    assert names <= covered, f"variants without a planted fault: {sorted(names - covered)}"
+    assert covered <= declared, f"faults name undeclared variants: {sorted(covered - declared)}"
+    listed = {v for v in WITHOUT_FAULT if v.startswith(backend + ":")}
+    assert listed == declared - covered, (
+        f"WITHOUT_FAULT is stale: now reached {sorted(listed & covered)}, "
+        f"missing {sorted(declared - covered - listed)}")
 
 
 def test_a_fault_is_active_only_inside_its_context():
@@ -242,3 +253,12 @@ def test_an_unwritten_output_element_is_caught_even_where_the_allocator_reuses_a
     assert cases
     res = [run_case(_SkipsLastElement(), c, load_ledger(None)) for c in cases]
     assert all(r.status != "ok" for r in res), [(r.case_id, r.status) for r in res]
+
+
+def test_variant_reach_counts_the_declared_variants_with_a_fault():
+    from rlx_ref.backends import variants
+    from rlx_ref.conformance.power import variant_reach
+
+    declared = len(variants.declared("numba-cpu"))
+    have = len({f.variant for f in FAULTS if f.backend == "numba-cpu"})
+    assert f"numba-cpu {have}/{declared}" in variant_reach(["numba-cpu"])

@@ -39,7 +39,6 @@ def boundaries() -> dict:
         "numba-lanes": _reduce_fold.LANES,
         "opencl-local": launch.LOCAL_1D,
         "numba-col-tile": _reduce_geom.TILE,
-        "numba-sum-block": _reduce_fold.BLOCK,
     })
     return out
 

@@ -100,9 +100,9 @@ def _transpose(seed: int) -> list:
     r = _rng(seed, "Transpose")
     x = r.standard_normal((320, 260)).astype(F32)
     y = r.standard_normal((64, 32, 40)).astype(F32)          # inner axis stays contiguous
-    return [Spec("Transpose", TransposeAttrs((1, 0)), (x,), ("power", "large", "tiled"),
+    return [Spec("Transpose", TransposeAttrs((1, 0)), (x,), ("power", "above-tile", "tiled"),
                  source="power:tiled-transpose"),
-            Spec("Transpose", TransposeAttrs((1, 0, 2)), (y,), ("power", "large", "parallel"),
+            Spec("Transpose", TransposeAttrs((1, 0, 2)), (y,), ("power", "above-tile", "parallel"),
                  source="power:parallel-move")]
 
 

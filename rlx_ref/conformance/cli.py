@@ -77,7 +77,7 @@ def run_power_cli(args) -> int:
     from ..backends.fault_catalogue import select_faults
     from ..backends.faults import FaultError
     from .ledger import load_ledger
-    from .power import passed, run_power, summary
+    from .power import passed, run_power, summary, variant_reach
 
     try:
         faults = select_faults(args.fault, args.backend)
@@ -104,6 +104,7 @@ def run_power_cli(args) -> int:
 
         write_json(args.out, {"format": "rlx-ref-power/1", "faults": rows}, indent=1)
     print(f"{summary(rows)} in {time.perf_counter() - t0:.1f}s")
+    print(variant_reach(sorted({r["backend"] for r in rows})))
     return 0 if passed(rows) else 1
 
 

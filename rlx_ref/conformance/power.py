@@ -98,3 +98,18 @@ def summary(rows: list[dict]) -> str:
             + (f"; missed: {', '.join(missed)}" if missed else "")
             + (f"; known gaps: {', '.join(gaps)}" if gaps else "")
             + (f"; caught but marked as gaps: {', '.join(stale)}" if stale else ""))
+
+
+def variant_reach(backends: list[str]) -> str:
+    """How many of each backend's declared kernel variants have a planted fault."""
+    from ..backends import variants
+    from ..backends.fault_catalogue import FAULTS, WITHOUT_FAULT
+
+    parts = []
+    for b in backends:
+        declared = set(variants.declared(b))
+        have = {f.variant for f in FAULTS if f.backend == b} & declared
+        parts.append(f"{b} {len(have)}/{len(declared)}")
+    left = sum(v.split(":")[0] in backends for v in WITHOUT_FAULT)
+    return (f"variants with a planted fault: {', '.join(parts)}"
+            + (f" ({left} listed in fault_catalogue.WITHOUT_FAULT)" if left else ""))
