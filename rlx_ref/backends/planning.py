@@ -113,6 +113,7 @@ class PlanPool:
         # in free-threaded builds): the hot path takes no lock of its own
         self._idle: dict = {}        # key -> idle plans
         self.first: dict = {}        # key -> the first plan built (sources, notes, tests)
+        self.ran: set = set()        # kernel variants of every plan that has run
 
     def add(self, key: tuple, plan) -> None:
         """Put a plan built ahead of any run (a static graph's, at compile) in the pool."""
@@ -131,6 +132,16 @@ class PlanPool:
     def release(self, key: tuple, plan) -> None:
         """Give back a plan after its run (finished or failed)."""
         self._idle.setdefault(key, []).append(plan)
+
+    def run(self, key: tuple, inputs: dict, params: dict) -> list:
+        """One run on a plan lent for ``key``; the plan's kernel variants join ``ran``."""
+        plan = self.acquire(key)
+        if not self.ran.issuperset(plan.variants):
+            self.ran.update(plan.variants)      # idempotent: racing runs agree
+        try:
+            return plan.run(inputs, params)
+        finally:
+            self.release(key, plan)
 
     def plans(self) -> list:
         """The first plan of every key, for kernel sources and notes."""

@@ -217,7 +217,6 @@ class NumbaExecutable(CompiledGraph, Executable):
         self.device = "numba-cpu"
         self.options = options
         self._pool = PlanPool(lambda key: Plan(specialize(self.graph, dict(key)), options))
-        self._ran: set = set()      # kernel variants of every plan that has run
         if not any(isinstance(d, Dyn) for n in graph.nodes for d in n.shape.dims):
             self._pool.add((), Plan(graph, options))
 
@@ -234,18 +233,11 @@ class NumbaExecutable(CompiledGraph, Executable):
         return self._run_plan(inputs, params, bindings)
 
     def _run_plan(self, inputs: dict, params: dict, bindings: dict) -> list:
-        key = tuple(sorted(bindings.items()))
-        plan = self._pool.acquire(key)
-        if not self._ran.issuperset(plan.variants):
-            self._ran.update(plan.variants)     # idempotent: racing runs agree
-        try:
-            return plan.run(inputs, params)
-        finally:
-            self._pool.release(key, plan)
+        return self._pool.run(tuple(sorted(bindings.items())), inputs, params)
 
     def variants_run(self) -> list:
         """The kernel variants (``numba-cpu:...``) of the runs so far, sorted."""
-        return sorted(self._ran)
+        return sorted(self._pool.ran)
 
     def kernel_sources(self) -> dict:
         out = {}

@@ -217,7 +217,6 @@ class OpenCLExecutable(CompiledGraph, Executable):
         self.options = options
         self._context, self._queue = context, queue
         self._pool = PlanPool(self._build_plan)
-        self._ran: set = set()      # kernel variants of every plan that has run
         if not any(isinstance(d, Dyn) for n in graph.nodes for d in n.shape.dims):
             self._pool.add((), self._new_plan(graph, queue))
 
@@ -241,18 +240,11 @@ class OpenCLExecutable(CompiledGraph, Executable):
         return plan
 
     def _execute(self, inputs: dict, params: dict, bindings: dict) -> list:
-        key = tuple(sorted(bindings.items()))
-        plan = self._pool.acquire(key)
-        if not self._ran.issuperset(plan.variants):
-            self._ran.update(plan.variants)     # idempotent: racing runs agree
-        try:
-            return plan.run(inputs, params)
-        finally:
-            self._pool.release(key, plan)
+        return self._pool.run(tuple(sorted(bindings.items())), inputs, params)
 
     def variants_run(self) -> list:
         """The kernel variants (``opencl:...``) of the runs so far, sorted."""
-        return sorted(self._ran)
+        return sorted(self._pool.ran)
 
     def rerun(self) -> None:
         """Run again on the inputs already on the device and wait (no transfers): what a
