@@ -193,7 +193,7 @@ def test_boundary_sizes_surround_every_backend_constant():
     from rlx_ref.backends.opencl import launch
 
     b = boundaries()
-    assert b["numba-sum-block"] == _reduce_fold.BLOCK and b["opencl-local"] == launch.LOCAL_1D
+    assert b["numba-lanes"] == _reduce_fold.LANES and b["opencl-local"] == launch.LOCAL_1D
     covered = set(boundary_sizes()) | set(LENGTHS)
     for v in b.values():
         assert {v - 1, v, v + 1} <= covered | {0}

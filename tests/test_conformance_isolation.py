@@ -134,8 +134,9 @@ def test_pytest_plugin_turns_crash_and_timeout_into_failures(tmp_path):
     assert run.returncode == 1, run.stdout[-3000:]
     passing = len(build_cases(["Transpose"], dtypes="f32"))   # its Transpose is correct
     assert f"{N_TILE + N_EXPAND} failed, {passing} passed" in run.stdout, run.stdout[-3000:]
-    assert run.stdout.count("crash: worker process killed by SIGABRT") == N_TILE
-    assert run.stdout.count(": timeout: no result within") == N_EXPAND
+    # each failure's message shows in its report and, width permitting, in the summary
+    assert run.stdout.count("crash: worker process killed by SIGABRT") in (N_TILE, 2 * N_TILE)
+    assert run.stdout.count(": timeout: no result within") in (N_EXPAND, 2 * N_EXPAND)
     assert f"repro: python {tmp_path}/broken-faults/" in run.stdout
 
 
