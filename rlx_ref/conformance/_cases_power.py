@@ -1,6 +1,6 @@
 """Targeted cases that reach the kernel paths and bug classes the generic cases miss.
 
-Each exists because a planted fault (``backends/fault_catalogue.py``) passed the suite
+Each exists because a planted fault (``backends/fault_catalogue/``) passed the suite
 without it: a parallel elementwise loop (≥ 2^15 elements), a fused chain of three or more
 steps, a broadcast over a middle size-1 axis, a LayerNorm with a large common offset, a
 transpose large enough for the tiled kernel (≥ 256 KiB), rows long enough for OpenCL's

@@ -41,7 +41,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--power", action="store_true",
                    help="measure the suite's power: run each planted fault of the catalogue "
-                   "(backends/fault_catalogue.py) on its selection and report the share "
+                   "(backends/fault_catalogue/) on its selection and report the share "
                    "caught (exit 1 when one is missed, known gaps aside); --backend limits the "
                    "faults to numba-cpu and/or opencl")
     p.add_argument("--fault", help="with --power: only these faults (NAME[,NAME...])")
