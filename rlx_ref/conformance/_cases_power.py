@@ -9,6 +9,10 @@ segmented reduction and scan (K ≥ 65,536) and numba-cpu's chunked parallel red
 """
 from __future__ import annotations
 
+import functools
+import importlib
+import pkgutil
+
 import numpy as np
 
 from ..ir.dtype import DType
@@ -137,9 +141,24 @@ def _cumsum(seed: int) -> list:
                  source="power:segmented-scan")]
 
 
-_BY_KIND = {"Activation": _activation, "Binary": _binary, "ElementwiseRegion": _region,
-            "LayerNorm": _layernorm, "Transpose": _transpose, "Reduce": _reduce,
-            "Cumsum": _cumsum}
+BY_KIND = {"Activation": _activation, "Binary": _binary, "ElementwiseRegion": _region,
+           "LayerNorm": _layernorm, "Transpose": _transpose, "Reduce": _reduce,
+           "Cumsum": _cumsum}
+
+
+@functools.lru_cache(maxsize=None)
+def _tables() -> tuple:
+    """``BY_KIND`` here and of every ``_cases_power_*`` module (one per kernel family), in
+    module-name order."""
+    from . import __path__ as here
+
+    names = sorted(m.name for m in pkgutil.iter_modules(here)
+                   if m.name.startswith("_cases_power_"))
+    return (BY_KIND, *(importlib.import_module(f"{__package__}.{n}").BY_KIND for n in names))
+
+
+def _generators(kind: str) -> list:
+    return [t[kind] for t in _tables() if kind in t]
 
 
 def power_cases(kind: str, seed: int) -> list:
@@ -150,9 +169,8 @@ def power_cases(kind: str, seed: int) -> list:
     from .accuracy import exact
     from .cases import spec_case
 
-    make = _BY_KIND.get(kind)
     out = []
-    for spec in make(seed) if make else []:
+    for spec in (s for make in _generators(kind) for s in make(seed)):
         case = spec_case(spec, seed)
         if "f16-steps" in spec.tags:
             case = dataclasses.replace(case, accuracy=exact(
