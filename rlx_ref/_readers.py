@@ -54,9 +54,31 @@ def read_bytes(path, expected: str) -> bytes:
         raise FileInputError(path, f"cannot read: {describe_os_error(e)}", expected) from None
 
 
+GZIP_LIMIT = 1 << 30            # decompressed bytes a .gz input may expand to
+
+
+def _gunzip(path, data: bytes, expected: str) -> bytes:
+    """``data`` decompressed when it is a gzip stream (a ``.gz`` results file)."""
+    if data[:2] != b"\x1f\x8b":
+        return data
+    import zlib
+
+    d = zlib.decompressobj(wbits=31)
+    try:
+        out = d.decompress(data, GZIP_LIMIT)
+    except zlib.error as e:
+        raise FileInputError(path, f"corrupt gzip data ({e})", expected) from None
+    if d.unconsumed_tail:
+        raise FileInputError(path, f"expands past {GZIP_LIMIT} bytes", expected)
+    if not d.eof:
+        raise FileInputError(path, "truncated gzip data", expected)
+    return out
+
+
 def read_text(path, expected: str) -> str:
-    """The UTF-8 text of ``path``; FileInputError when unreadable or not text."""
-    data = read_bytes(path, expected)
+    """The UTF-8 text of ``path`` (gunzipped when gzip); FileInputError when unreadable or
+    not text."""
+    data = _gunzip(path, read_bytes(path, expected), expected)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

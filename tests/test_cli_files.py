@@ -1,5 +1,6 @@
 """CLI file readers: damaged, truncated, hostile and wrongly shaped files give one line
 naming the file and exit status 2, never a traceback (hand-picked cases, then a fuzz)."""
+import gzip
 import io
 import json
 import tempfile
@@ -127,6 +128,9 @@ def _npz_member(name: str, data: bytes) -> bytes:
     ("results", _results(results={"c-1": {}}), "results is dict"),
     ("results", _results(results=[["c-1"]]), "results[0] is list"),
     ("results", _results(backends={"numba-cpu": ["x"]}), "not an object"),
+    ("results", gzip.compress(RESULTS)[:-12], "truncated gzip"),
+    ("results", b"\x1f\x8b" + gzip.compress(RESULTS)[2:20] + b"junk" * 8, "corrupt gzip"),
+    ("results", gzip.compress(b"{"), "not JSON"),
 ])
 def test_bad_file_is_one_line_naming_it(reader, data, says):
     rc, line = _check(reader, data)
@@ -218,3 +222,25 @@ def test_damaged_repro_folder_is_one_line(tmp_path, capsys):
         assert rerun(tmp_path) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and f"{tmp_path / named}:" in err[0], err
+
+
+def test_compact_gzip_results_round_trip_and_are_reproducible(tmp_path):
+    """``--out X.json.gz`` (the committed form): the same document twice gives the same
+    bytes (no timestamp, no timings), and ``coverage`` reads it like the plain file."""
+    from rlx_ref.conformance.report import load_results
+    from rlx_ref.conformance.runner import write_results
+
+    doc = json.loads(RESULTS)
+    doc["results"][0]["seconds"] = 1.5
+    a, b, plain = tmp_path / "a.json.gz", tmp_path / "b.json.gz", tmp_path / "p.json"
+    write_results(doc, a)
+    doc["results"][0]["seconds"] = 2.5
+    write_results(doc, b)
+    write_results(doc, plain)
+    assert a.read_bytes() == b.read_bytes() and a.read_bytes()[:2] == b"\x1f\x8b"
+    assert "seconds" not in gzip.decompress(a.read_bytes()).decode()
+    packed, unpacked = load_results([a]), load_results([plain])
+    assert packed.results.keys() == unpacked.results.keys() == {("numba-cpu", "c-1")}
+    assert packed.results["numba-cpu", "c-1"].result.status == "ok"
+    rc, _, err = _cli(["coverage", str(a), "--out", str(tmp_path / "c.md")])
+    assert rc == 0 and "Traceback" not in err, err

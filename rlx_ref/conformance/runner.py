@@ -7,13 +7,15 @@ Failures leave a standalone repro.
 """
 from __future__ import annotations
 
+import gzip
+import json
 import platform
 import sys
 import time
 
 import numpy as np
 
-from .._atomic import write_json
+from .._atomic import atomic_open, write_json
 from ..interpret import Interpreter
 from .model import (ERROR, MISMATCH, OK, PASSING, UNSUPPORTED, XFAIL, XPASS, CaseResult)
 
@@ -276,8 +278,19 @@ def results_document(backends: list, results: list, machine: str | None = None) 
 
 
 def write_results(doc: dict, path) -> None:
-    """Write the results file atomically: an interrupted run keeps the previous file."""
-    write_json(path, doc, indent=1, sort_keys=False)
+    """Write the results file atomically: an interrupted run keeps the previous file.
+
+    A path ending ``.gz`` gets the compact, reproducible form that is committed for the
+    published report: gzip without a timestamp, no per-case timings, one line per case."""
+    if not str(path).endswith(".gz"):
+        write_json(path, doc, indent=1, sort_keys=False)
+        return
+    rows = [{k: v for k, v in r.items() if k != "seconds"} for r in doc.get("results", ())]
+    head = json.dumps({k: v for k, v in doc.items() if k != "results"}, ensure_ascii=False)
+    lines = ",\n".join(json.dumps(r, ensure_ascii=False, sort_keys=True) for r in rows)
+    text = f'{head[:-1]}{", " if len(head) > 2 else ""}"results": [\n{lines}\n]}}\n'
+    with atomic_open(path, "wb") as f:
+        f.write(gzip.compress(text.encode("utf-8"), mtime=0))
 
 
 def summarize(results: list[dict]) -> dict:
