@@ -412,6 +412,33 @@ def test_pipeline_output_equals_the_oracle_and_reports_each_path():
     assert dispatch_report(g, out, backend).compile_ready
 
 
+def test_a_kind_claimed_through_its_decomposition_is_decomposed_and_reported():
+    """``path="decomposed"``: the backend claims the kind (it shows in its declared table),
+    the pipeline rewrites it into natively claimed kinds, and the report says so."""
+    backend = TableBackend(claims(*EW, "Clamp"), paths={"Clamp": "decomposed"},
+                           reasons={"Clamp": "max then min"})
+    g = Graph("t")
+    x = g.input("x", [5])
+    g.set_outputs([g.clamp(x, min=-1.0, max=1.0)])
+    out, report = compile_pipeline(g, backend)
+    assert "Clamp" in backend.supported_ops() and "Clamp" not in kinds_of(out)
+    assert_same_results(g, out)
+    assert report.compile_ready and report.path_of("Clamp") == "rewritten"
+    native_only = TableBackend(claims("Input", "Clamp"), paths={"Clamp": "decomposed"})
+    with pytest.raises(LegalizeError, match="Binary"):     # its products are not claimed
+        compile_pipeline(g, native_only)
+
+
+def test_lowering_table_claims_kinds_through_their_decompositions():
+    from rlx_ref.backends.lowering_table import LoweringTable
+
+    table = LoweringTable("toy", "rlx_ref.backends", ())
+    table.decomposed(("Clamp", "Fma"), (F32,), "no kernel yet")
+    assert table.supported_ops() == {"Clamp": frozenset({F32}), "Fma": frozenset({F32})}
+    assert table.paths() == {"Clamp": "decomposed", "Fma": "decomposed"}
+    assert table.path_reasons()["Fma"] == "no kernel yet"
+
+
 def test_pipeline_options_switch_passes_off():
     backend = TableBackend(claims(*EW, "ElementwiseRegion", "Gather", "Cumsum"))
     g = _mixed_graph()

@@ -81,6 +81,13 @@ class LoweringTable:
             return fn
         return deco
 
+    def decomposed(self, kinds, dtypes, reason: str):
+        """Claim ``kinds`` through their registered decompositions (``passes/decompose*``):
+        the compile pipeline rewrites them into kinds this table lowers natively, and the
+        coverage and dispatch reports show the path with ``reason``."""
+        for kind in kinds:
+            self.lowers(kind, dtypes, path="decomposed", reason=reason)(None)
+
     def accumulates(self, kind: str, dtypes, in_: str = "f64", ops=(), when: str = "",
                     reason: str = ""):
         """Declare that the lowering of ``kind`` accumulates ``dtypes`` in ``in_`` (see the

@@ -112,7 +112,13 @@ class SupportTable:
             return cls(override, name)
         if isinstance(backend, SupportTable):
             return backend
-        return cls(backend.supported_ops() if backend is not None else None, name)
+        if backend is None:
+            return cls(None, name)
+        # a kind claimed through its decomposition is not claimed natively: the decompose
+        # pass rewrites it, and what it produces must be claimed natively
+        paths = backend.paths() if hasattr(backend, "paths") else {}
+        return cls({k: v for k, v in backend.supported_ops().items()
+                    if paths.get(k) != "decomposed"}, name)
 
     @property
     def claims_all(self) -> bool:

@@ -311,4 +311,19 @@ def decompose(graph: Graph, supported: SupportTable | None = None, kinds=None,
     return _fixed_point(graph, table, set(kinds) if kinds is not None else None, log)
 
 
+def _load_families() -> None:
+    """Import every ``decompose_*`` module of this package: each registers the
+    decompositions of one op family (the backward kinds, ...) with ``decomposes``."""
+    import importlib
+    import pkgutil
+
+    from . import __path__ as here
+
+    for name in sorted(m.name for m in pkgutil.iter_modules(here)):
+        if name.startswith("decompose_"):
+            importlib.import_module(f"{__package__}.{name}")
+
+
+_load_families()
+
 __all__ = ["DECOMPOSITIONS", "Decomposition", "constant", "decompose", "decomposes"]
