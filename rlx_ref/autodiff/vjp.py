@@ -1,0 +1,102 @@
+"""The reverse-mode rules table: one entry per op kind (the JAX pattern).
+
+A rule is ``rule(ctx, dy) -> sequence``: given the cotangent ``dy`` of a node's output (a
+node id in the graph being built), it appends nodes to ``ctx.g`` and returns, for each
+operand, the id of that operand's cotangent contribution, or None where no gradient
+flows (an index operand, a predicate, a non-differentiable op). Rules read the forward
+values through ``ctx.x`` (the operands, mirrored into the gradient graph) and ``ctx.y``
+(the node's own value), and payloads through ``ctx.attrs``.
+
+Adding an op's rule is one entry: ``@vjp_rule("Kind")`` in one of the ``rules_*``
+modules of this package. A kind with no rule is an ``AutodiffError`` naming the node and
+kind, never a silent zero; ``NON_DIFFERENTIABLE`` kinds send no gradient to any operand.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..ir.graph import Graph, Node
+from ..ir.shape import Shape
+from ._build import AutodiffError
+
+VJP: dict[str, Callable] = {}
+
+# kinds whose outputs are piecewise constant or integer-valued: no operand gets a gradient
+NON_DIFFERENTIABLE = frozenset({"Compare", "ArgMax", "ArgMin", "TopK", "StopGradient"})
+
+
+def vjp_rule(*kinds: str):
+    """Register the decorated function as the VJP rule of ``kinds``."""
+    def deco(fn):
+        for k in kinds:
+            if k in VJP:
+                raise ValueError(f"two VJP rules for {k}")
+            VJP[k] = fn
+        return fn
+    return deco
+
+
+@dataclass
+class VjpContext:
+    """What a rule sees: the gradient graph, the forward node and its mirrored values."""
+
+    g: Graph
+    node: Node
+    x: tuple            # operand ids in ``g``
+    y: int              # the node's own value in ``g``
+    in_shapes: tuple    # operand shapes
+    where: str          # "at %N (Kind)" for messages
+
+    @property
+    def attrs(self) -> Any:
+        return self.node.attrs
+
+    @property
+    def out_shape(self) -> Shape:
+        return self.node.shape
+
+    def fail(self, why: str) -> AutodiffError:
+        return AutodiffError(f"{self.where}: {why}")
+
+
+def rule_for(kind: str, where: str) -> Callable:
+    """The VJP rule of ``kind``; AutodiffError naming the node when there is none."""
+    _load_rules()
+    if kind in NON_DIFFERENTIABLE:
+        return _no_gradient
+    try:
+        return VJP[kind]
+    except KeyError:
+        raise AutodiffError(
+            f"{where}: no VJP rule for {kind}; add one with @vjp_rule({kind!r}) in "
+            "rlx_ref/autodiff/rules_*.py, or wrap the computation in a CustomFn with a "
+            "vjp_body") from None
+
+
+def _no_gradient(ctx: VjpContext, dy: int):
+    return [None] * len(ctx.x)
+
+
+_LOADED = []
+
+
+def _load_rules() -> None:
+    """Import every ``rules_*`` module of this package once (each registers its rules)."""
+    if _LOADED:
+        return
+    import importlib
+    import pkgutil
+
+    from . import __path__ as here
+
+    for name in sorted(m.name for m in pkgutil.iter_modules(here)):
+        if name.startswith("rules_"):
+            importlib.import_module(f"{__package__}.{name}")
+    _LOADED.append(True)
+
+
+def rule_kinds() -> list[str]:
+    """Every kind with a VJP rule (non-differentiable kinds included)."""
+    _load_rules()
+    return sorted(set(VJP) | NON_DIFFERENTIABLE)
