@@ -3,7 +3,8 @@
 Public API: the IR (``DType``, ``Shape``, ``Dyn``, ``Graph``, ``Op``), the DSL
 (``graph``, ``Node``), the text form (``parse``), the verifier (``verify``,
 ``verify_or_raise``), the oracle (``interpret``, ``Session``) and the op registry
-(``opdef``, ``opdefs``, ``register_custom``).
+(``opdef``, ``opdefs``, ``register_custom``) and the transforms (``grad``,
+``grad_with_loss``, ``gradcheck``; DSL: ``g.grad(loss, wrt=[...])``).
 """
 from .ir.dtype import DType
 from .ir.shape import Dyn, Shape, ShapeError
@@ -16,6 +17,7 @@ from .interpret import InterpretError, Interpreter, interpret
 from .runtime.session import CompiledGraph, Session, SessionError
 from .ops.opdef import OpDef, all_opdefs as opdefs, get as opdef
 from .ops.custom import register_custom, unregister_custom
+from .autodiff import AutodiffError, grad, grad_with_loss, gradcheck
 
 install_registry_methods(Graph)
 
@@ -26,5 +28,6 @@ __all__ = [
     "Node", "graph", "TextParseError", "parse", "GraphVerifyError", "verify",
     "verify_or_raise", "InterpretError", "Interpreter", "interpret", "CompiledGraph",
     "Session", "SessionError", "OpDef", "opdefs", "opdef", "register_custom",
-    "unregister_custom", "__version__",
+    "unregister_custom", "AutodiffError", "grad", "grad_with_loss", "gradcheck",
+    "__version__",
 ]

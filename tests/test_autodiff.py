@@ -263,3 +263,22 @@ def test_gradient_graph_runs_on_numba_cpu():
     got = exe.run(feeds)
     for w_, g_ in zip(want, got):
         np.testing.assert_allclose(g_, w_, rtol=2e-5, atol=1e-5)
+
+
+def test_public_api_and_dsl_spelling():
+    import rlx_ref
+
+    with rlx_ref.graph("dsl") as g:
+        x = g.input("x", [3])
+        w = g.param("w", [3])
+        loss = g.sum(g.mul(g.mul(x, w), w), [0])
+        g.output(loss)
+    dsl = g.grad(loss, wrt=[w])
+    with_loss = g.grad(loss, wrt="w", with_loss=True)
+    direct = rlx_ref.grad(g.graph, ["w"])
+    feeds = {"x": np.array([1.0, 2.0, 3.0]), SEED: np.float64(1)}
+    params = {"w": np.array([0.5, -1.0, 2.0])}
+    want = 2 * feeds["x"] * params["w"]
+    for gg, k in ((dsl, 0), (with_loss, 1), (direct, 0)):
+        np.testing.assert_allclose(interpret(gg, feeds, params, float64=True)[k], want)
+    assert rlx_ref.gradcheck(g.graph, {**feeds, **params}, ["x", "w"]).ok

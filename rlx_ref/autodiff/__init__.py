@@ -14,3 +14,23 @@ from .vjp import NON_DIFFERENTIABLE, rule_kinds, vjp_rule
 
 __all__ = ["AutodiffError", "GradcheckResult", "NON_DIFFERENTIABLE", "SEED", "grad",
            "grad_with_loss", "gradcheck", "prepare_for_ad", "rule_kinds", "vjp_rule"]
+
+
+def _dsl_grad(self, loss, wrt, with_loss: bool = False):
+    """``g.grad(loss, wrt=[w, ...])``: the gradient graph of ``loss`` (a DSL node) with
+    respect to ``wrt`` (DSL nodes, Input/Param names or node ids); ``with_loss`` keeps the
+    loss as the first output (``grad_with_loss``)."""
+    g = self.graph.copy()
+    g.set_outputs([self._own(loss).id])
+    ids = [w if isinstance(w, str) else getattr(w, "id", w) for w in
+           ([wrt] if isinstance(wrt, str) or hasattr(wrt, "id") else wrt)]
+    return (grad_with_loss if with_loss else grad)(g, ids)
+
+
+def _install_dsl() -> None:
+    from ..ir.dsl import GraphBuilder
+
+    GraphBuilder.grad = _dsl_grad
+
+
+_install_dsl()
