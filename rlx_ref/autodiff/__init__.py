@@ -4,16 +4,20 @@
   one rules table keyed by op kind (``vjp.py``; rules in ``rules_*.py``);
 - ``prepare_for_ad``: the pre-pass (unfuse, If → Where, While unrolled, CustomFn inlined,
   decompositions) every transform runs first (``prepare.py``);
+- ``jvp(graph, tangent_for)`` / ``hvp(graph, wrt)``: forward mode and forward over
+  reverse (``jvp.py``; rules in ``jvp_rules.py``, the rest derived from the VJP rules);
 - ``gradcheck``: a gradient against float64 finite differences on the oracle.
 """
 from ._build import AutodiffError
 from .gradcheck import GradcheckResult, gradcheck
+from .jvp import hvp, jvp, jvp_rule
 from .prepare import prepare_for_ad
 from .reverse import SEED, grad, grad_with_loss
 from .vjp import NON_DIFFERENTIABLE, rule_kinds, vjp_rule
 
 __all__ = ["AutodiffError", "GradcheckResult", "NON_DIFFERENTIABLE", "SEED", "grad",
-           "grad_with_loss", "gradcheck", "prepare_for_ad", "rule_kinds", "vjp_rule"]
+           "grad_with_loss", "gradcheck", "hvp", "jvp", "jvp_rule", "prepare_for_ad",
+           "rule_kinds", "vjp_rule"]
 
 
 def _dsl_grad(self, loss, wrt, with_loss: bool = False):
