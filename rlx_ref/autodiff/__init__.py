@@ -6,10 +6,13 @@
   decompositions) every transform runs first (``prepare.py``);
 - ``jvp(graph, tangent_for)`` / ``hvp(graph, wrt)``: forward mode and forward over
   reverse (``jvp.py``; rules in ``jvp_rules.py``, the rest derived from the VJP rules);
+- ``nth_order_grad``, ``directional_nth_grad``, ``jacfwd``, ``jacrev``: stacked
+  transforms (``higher_order.py``);
 - ``gradcheck``: a gradient against float64 finite differences on the oracle.
 """
 from ._build import AutodiffError
 from .gradcheck import GradcheckResult, gradcheck
+from .higher_order import directional_nth_grad, jacfwd, jacrev, nth_order_grad
 from .jvp import hvp, jvp, jvp_rule
 from .prepare import prepare_for_ad
 from .reverse import SEED, grad, grad_with_loss
@@ -17,7 +20,8 @@ from .vjp import NON_DIFFERENTIABLE, rule_kinds, vjp_rule
 
 __all__ = ["AutodiffError", "GradcheckResult", "NON_DIFFERENTIABLE", "SEED", "grad",
            "grad_with_loss", "gradcheck", "hvp", "jvp", "jvp_rule", "prepare_for_ad",
-           "rule_kinds", "vjp_rule"]
+           "rule_kinds", "vjp_rule", "nth_order_grad", "directional_nth_grad", "jacfwd",
+           "jacrev"]
 
 
 def _dsl_grad(self, loss, wrt, with_loss: bool = False):
