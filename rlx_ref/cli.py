@@ -6,6 +6,12 @@ import sys
 from pathlib import Path
 
 
+def _gradcheck(args) -> int:
+    from .conformance.gradcheck import main
+
+    return main(args.op)
+
+
 def _selfcheck(args) -> int:
     """Run every registered op's samples on the oracle (plain and float64), verified."""
     import numpy as np
@@ -252,6 +258,10 @@ def main(argv=None) -> int:
     s = sub.add_parser("selfcheck", help="run every op's samples on the oracle")
     s.add_argument("--op", help="only kinds containing this text")
     s.set_defaults(fn=_selfcheck)
+    s = sub.add_parser("gradcheck", help="check every op's derivatives on the oracle by "
+                       "finite differences (reverse, forward, and their consistency)")
+    s.add_argument("--op", help="only kinds containing this text")
+    s.set_defaults(fn=_gradcheck)
     sub.add_parser("ops", help="list registered op kinds").set_defaults(fn=_ops)
     s = sub.add_parser("verify", help="parse and verify a text-form graph")
     s.add_argument("file")

@@ -140,7 +140,15 @@ def _rnn(trajectory: bool):
 
 
 def multi_op_cases(seed: int = 0) -> list[Case]:
-    """The multi-op cases, ops named ``multi:<name>`` (fused chains from ``_cases_fused``)."""
+    """The multi-op cases, ops named ``multi:<name>``: the models, fused chains
+    (``_cases_fused``) and the gradient graphs (``_cases_grad``)."""
+    from ._cases_grad import grad_cases
+
+    return base_multi_cases(seed) + grad_cases(seed)
+
+
+def base_multi_cases(seed: int = 0) -> list[Case]:
+    """The multi-op cases written by hand and the fused chains."""
     from ._cases_fused import fused_cases
     from ._cases_offset import variance_cases
 

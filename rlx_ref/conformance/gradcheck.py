@@ -1,0 +1,122 @@
+"""The oracle's derivatives checked by calculus: ``rlx-ref gradcheck``.
+
+For each differentiable one-op case (``_cases_grad.source_cases``), at smooth-region
+values, in float64 on the oracle:
+
+- reverse mode against central finite differences (``autodiff.gradcheck``);
+- forward mode against central finite differences of the same directions;
+- JVP/VJP consistency ``<J v, u> = <v, Jᵀ u>``.
+
+A payload variant whose rule is not written yet must say so (``AutodiffError``); it is
+reported as ``no rule`` and is not a failure.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._cases_grad import float_names, smooth_values, source_cases
+from .rng import CounterRNG
+
+
+@dataclass
+class KindCheck:
+    kind: str
+    checked: int = 0
+    no_rule: int = 0
+    failures: list = None
+
+    def __post_init__(self):
+        self.failures = self.failures or []
+
+    def line(self) -> str:
+        state = "ok" if not self.failures else f"FAILED {len(self.failures)}"
+        extra = f", {self.no_rule} without a rule yet" if self.no_rule else ""
+        return f"{self.kind:<24} {state}: {self.checked} case(s) checked{extra}"
+
+
+def _split(graph, values):
+    params = {n.attrs.name for n in graph.param_nodes()}
+    return ({k: v for k, v in values.items() if k not in params},
+            {k: v for k, v in values.items() if k in params})
+
+
+def _run(graph, values):
+    from ..interpret import interpret
+
+    return interpret(graph, *_split(graph, values), float64=True)
+
+
+def _close(a: float, b: float, rtol: float = 1e-5, atol: float = 1e-7) -> bool:
+    return abs(a - b) <= atol + rtol * max(abs(a), abs(b))
+
+
+def check_case(case, seed: int = 0, h: float = 1e-6) -> str | None:
+    """None when the case's derivatives agree, else what disagreed."""
+    from ..autodiff import SEED, grad, gradcheck, jvp
+
+    rng = CounterRNG(seed, f"gradcheck:{case.id}")
+    values = {k: np.asarray(v, np.float64) if np.asarray(v).dtype.kind == "f" else v
+              for k, v in smooth_values(case, rng).items()}
+    names = float_names(case)
+    res = gradcheck(case.graph, values, names, seed=seed, h=h)
+    if not res.ok:
+        return f"reverse mode vs finite differences:\n{res}"
+    v = {k: np.asarray(rng.standard_normal(np.shape(values[k]))).reshape(np.shape(values[k]))
+         for k in names}
+    tangent = _run(jvp(case.graph, names), {**values, **{f"tangent_{k}": v[k] for k in names}})
+    tangent = np.asarray(tangent[-1], np.float64)
+    plus = {k: values[k] + h * v[k] if k in v else values[k] for k in values}
+    minus = {k: values[k] - h * v[k] if k in v else values[k] for k in values}
+    fd = (np.asarray(_run(case.graph, plus)[0]) - np.asarray(_run(case.graph, minus)[0])) / (2 * h)
+    if not np.allclose(tangent, fd, rtol=1e-5, atol=1e-7):
+        worst = float(np.max(np.abs(tangent - fd)))
+        return f"forward mode vs finite differences: worst difference {worst:.3g}"
+    u = np.asarray(rng.standard_normal(tangent.shape)).reshape(tangent.shape)
+    back = _run(grad(case.graph, names), {**values, SEED: u})
+    lhs = float(np.sum(tangent * u))
+    rhs = float(sum(np.sum(np.asarray(b) * v[k]) for b, k in zip(back, names)))
+    if not _close(lhs, rhs, rtol=1e-9, atol=1e-10):
+        return f"<J v, u> = {lhs!r} but <v, Jᵀ u> = {rhs!r}"
+    return None
+
+
+def check_kind(kind: str, seed: int = 0, limit: int = 2) -> KindCheck:
+    """Every source case of ``kind`` checked (``limit`` per sub-op)."""
+    from ..autodiff import AutodiffError
+
+    out = KindCheck(kind)
+    for case in source_cases(kind, limit, seed):
+        try:
+            why = check_case(case, seed)
+        except AutodiffError as e:
+            if "no VJP rule" in str(e) or "has no VJP rule" in str(e):
+                out.no_rule += 1
+                continue
+            why = f"AutodiffError: {e}"
+        out.checked += 1
+        if why:
+            out.failures.append(f"{case.id} ({case.source}): {why}")
+    return out
+
+
+def differentiable_kinds() -> list:
+    from ..autodiff import NON_DIFFERENTIABLE, rule_kinds
+    from ..ops.opdef import kinds
+
+    return [k for k in rule_kinds() if k not in NON_DIFFERENTIABLE and k in kinds()]
+
+
+def main(op: str | None = None, seed: int = 0) -> int:
+    """``rlx-ref gradcheck [--op TEXT]``: a line per kind; exit 1 when any check fails."""
+    bad = 0
+    for kind in differentiable_kinds():
+        if op and op not in kind:
+            continue
+        res = check_kind(kind, seed)
+        print(res.line())
+        for f in res.failures:
+            print("  " + f.replace("\n", "\n    "))
+        bad += len(res.failures)
+    return 1 if bad else 0
