@@ -277,7 +277,7 @@ def test_multi_op_cases_cover_models_and_control_flow():
     named = {f"multi:{n}" for n in (
         "mlp", "attention-block", "conv-groupnorm", "conv-batchnorm", "if-then", "if-else",
         "while-count", "scan-rnn", "scan-rnn-trajectory")}
-    generated = ("multi:chain-", "multi:bcast-chain-", "multi:variance")
+    generated = ("multi:chain-", "multi:bcast-chain-", "multi:variance", "multi:grad-")
     assert named <= set(ms)
     assert all(op in named or op.startswith(generated) for op in ms)
     kinds = {k for c in ms.values() for k in c.kinds}
