@@ -3,7 +3,8 @@
 Each exists because a planted fault (``backends/fault_catalogue/numba_cpu_reduce.py``)
 passed the suite without it: ArgMax/ArgMin over a middle axis whose column starts with
 NaN (the answer is 0, whatever follows), a middle-axis Softmax whose column holds NaN (the
-column is NaN), and a middle-axis Reduce more than 64 columns wide, so that the parallel
+column is NaN), Softmax rows of logits from 60 to 120 (exp overflows f32 unless the row
+max is subtracted first), and a middle-axis Reduce more than 64 columns wide, so that the parallel
 kernel cuts a partial last tile of columns. The last two run with lowered thresholds,
 which send these small inputs to the parallel kernels. All are tagged ``power``.
 """
@@ -40,11 +41,18 @@ def _softmax(seed: int) -> list:
     from ..ops.opdef import get
     from .cases import Spec
 
-    x = _rng(seed, "Softmax").standard_normal((4, 3)).astype(F32)
+    r = _rng(seed, "Softmax")
+    x = r.standard_normal((4, 3)).astype(F32)
     x[2, 1] = np.nan            # column 1 is NaN throughout
     x[0, 2] = np.inf            # column 2 too (inf - inf)
+    # logits from 60 to 120: exp overflows f32 above 88.7 unless the row max is subtracted
+    # first (rows held entirely above it can come out right by luck: keep both sides)
+    big = (60 + 60 * r.random((3, 5))).astype(F32)
+    big[:, 0], big[:, 1] = 70.0, 110.0
     return [Spec("Softmax", get("Softmax").attrs(0), (x,), ("power", "nan", LOWERED_TAG),
-                 source="power:softmax-nan-column")]
+                 source="power:softmax-nan-column"),
+            Spec("Softmax", get("Softmax").attrs(-1), (big,), ("power", "overflow", LOWERED_TAG),
+                 source="power:softmax-overflow-rows")]
 
 
 def _reduce(seed: int) -> list:
