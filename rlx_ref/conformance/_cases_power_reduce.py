@@ -4,9 +4,10 @@ Each exists because a planted fault (``backends/fault_catalogue/numba_cpu_reduce
 passed the suite without it: ArgMax/ArgMin over a middle axis whose column starts with
 NaN (the answer is 0, whatever follows), a middle-axis Softmax whose column holds NaN (the
 column is NaN), Softmax rows of logits from 60 to 120 (exp overflows f32 unless the row
-max is subtracted first), and a middle-axis Reduce more than 64 columns wide, so that the parallel
-kernel cuts a partial last tile of columns. The last two run with lowered thresholds,
-which send these small inputs to the parallel kernels. All are tagged ``power``.
+max is subtracted first), and a middle-axis Reduce more than 64 columns wide (the parallel
+kernel cuts a partial last tile of columns). The Softmax and Reduce cases run with lowered
+thresholds, which send these small inputs to the parallel kernels. All are tagged
+``power``.
 """
 from __future__ import annotations
 
