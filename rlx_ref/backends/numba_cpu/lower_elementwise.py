@@ -80,7 +80,7 @@ def lower_chain(node, ins, ctx) -> Step:
         for i, rep, conv, st in plan:
             x = xs[i]
             if rep:
-                x = x.repeat(2, axis=2).repeat(2, axis=3)
+                x = _upsample2x(x)
             if conv:
                 x = x.astype(np.float32)
             args.append(x.reshape(-1))
@@ -96,6 +96,11 @@ def lower_chain(node, ins, ctx) -> Step:
         if fix_fma:
             _exact_fma_fixup(out, xs)
     return Step(run, [kernel], jit=jit)
+
+
+def _upsample2x(x: np.ndarray) -> np.ndarray:
+    """The ResizeNearest2x prologue on the host: out[n, c, y, x] = in[n, c, y // 2, x // 2]."""
+    return x.repeat(2, axis=2).repeat(2, axis=3)
 
 
 def _plain_run(fn, dims, arity: int):
