@@ -92,7 +92,8 @@ FAULTS = (
     Fault("cl-topk-last-slot", CL, "TopK k boundary", "opencl:topk.scratch",
           "TopK stores only the first k - 1 of its k candidates",
           ops="TopK", tags=("variants",), kernel="topk",
-          edits=(("for (long j = 0; j < TK; j++) STO(", "for (long j = 0; j < TK - 1; j++) STO("),)),
+          edits=(("for (long j = 0; j < TK; j++) STO(",
+                  "for (long j = 0; j < TK - 1; j++) STO("),)),
     # ── normalization, attention ──────────────────────────────────────────
     Fault("cl-batchnorm-eps", CL, "eps placement", "opencl:batchnorm",
           "BatchNormInference adds eps after the square root: (x - m) / (sqrt(v) + eps)",
