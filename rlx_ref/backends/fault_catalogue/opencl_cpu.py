@@ -13,6 +13,8 @@ def host_result_through_f32(original):
     import numpy as np
 
     class Staged:
+        """The host runner whose results pass through float32 on their way back."""
+
         def __getattr__(self, attr):
             return getattr(original, attr)
 
@@ -86,7 +88,7 @@ FAULTS = (
     Fault("cl-topk-tie", CL, "tie order", "opencl:topk.private",
           "TopK's insertion moves a new element ahead of an equal earlier one (ties give "
           "the later index first)",
-          ops="TopK", tags=("ties",), kernel="topk",
+          ops="TopK", tags=("ties",), limit=6, kernel="topk",
           edits=(("while (p > 0 && ABOVE(v, vals[p - 1])) {",
                   "while (p > 0 && !ABOVE(vals[p - 1], v)) {"),)),
     Fault("cl-topk-last-slot", CL, "TopK k boundary", "opencl:topk.scratch",
@@ -101,7 +103,7 @@ FAULTS = (
           edits=(("/ sqrt(LDV(c) + eps)", "/ (sqrt(LDV(c)) + eps)"),)),
     Fault("cl-attention-row-tail", CL, "tail off-by-one", "opencl:attention.cpu",
           "a CPU attention work-item stores all but the last query row of the sequence",
-          ops="Attention", dtypes="f32", kernel="attn",
+          ops="Attention", dtypes="f32", limit=6, kernel="attn",
           edits=(("re:(r < \\d+ && q0 \\+ r < Sq)", "\\1 - 1"),)),
     Fault("cl-attention-rescale", CL, "online-softmax rescale dropped", "opencl:attention.cpu",
           "when a later key block raises a row's running max, the running sum is not "
@@ -142,7 +144,7 @@ FAULTS = (
           "the declared host path uploads the reference's result through a float32 array",
           ops="DenseSolve", dtypes="f64",
           patches=(("rlx_ref.backends.opencl.lower_host:_RUNNER", host_result_through_f32),)),
-    Fault("cl-scan-trajectory-early", CL, "loop carry", "opencl:loop.host",
+    Fault("cl-scan-trajectory-early", CL, "trajectory row off-by-one", "opencl:loop.host",
           "a host-driven Scan writes each trajectory row one step early",
           ops="Scan",
           patches=(("rlx_ref.backends.opencl.lower_control:_scan_rows",
