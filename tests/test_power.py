@@ -94,6 +94,8 @@ def _anchor_found(old: str, text: str) -> bool:
 def test_every_edit_anchor_is_in_the_real_kernels(name, cases):
     """A fault whose anchor text is gone would plant nothing: each edit's text is in the
     kernels the real backend compiles for the fault's selection (or in the C prelude)."""
+    from rlx_ref.conformance.runner import compile_options
+
     fault = by_name(name)
     _need(fault.backend)
     backend = get_backend(fault.backend)
@@ -107,7 +109,7 @@ def test_every_edit_anchor_is_in_the_real_kernels(name, cases):
         if not missing:
             break
         try:
-            exe = backend.compile(case.graph)
+            exe = backend.compile(case.graph, compile_options(backend, case))
         except Exception:  # noqa: BLE001 - declared-unsupported cases plant nothing
             continue
         text = "\n".join(exe.kernel_sources().values())
