@@ -11,9 +11,12 @@ from .gradcheck import GradcheckResult, gradcheck
 from .prepare import prepare_for_ad
 from .reverse import SEED, grad, grad_with_loss
 from .vjp import NON_DIFFERENTIABLE, rule_kinds, vjp_rule
+from ._batching import VmapError, batch_kinds, batch_rule
+from .vmap import vmap
 
 __all__ = ["AutodiffError", "GradcheckResult", "NON_DIFFERENTIABLE", "SEED", "grad",
-           "grad_with_loss", "gradcheck", "prepare_for_ad", "rule_kinds", "vjp_rule"]
+           "grad_with_loss", "gradcheck", "prepare_for_ad", "rule_kinds", "vjp_rule",
+           "VmapError", "batch_kinds", "batch_rule", "vmap"]
 
 
 def _dsl_grad(self, loss, wrt, with_loss: bool = False):
