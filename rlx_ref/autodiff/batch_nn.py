@@ -1,4 +1,4 @@
-"""Batching rules of the network kinds: the normalizations, Attention, Conv,
+"""Batching rules of the network kinds: the normalizations, Attention, Rope, Conv,
 ConvTranspose2d, Pool, Im2Col.
 
 These kernels fix their operands' ranks, so the batch folds into an axis they already
@@ -12,6 +12,7 @@ affine as Mul and Add (one more rounding in 16-bit dtypes).
 """
 from __future__ import annotations
 
+from ..ops.attention import rope_tables
 from ._build import binary, constant, reshape
 from ._batching import batch_rule, merge_leading, shift, split_leading
 
@@ -113,6 +114,40 @@ def batch_attention(ctx):
     masks = [merge_leading(g, x, ctx.where) for x in ins[3:]]
     y = g.op("Attention", qkv + masks, ctx.attrs)
     return (split_leading(g, y, ctx.size, ctx.where) if rank >= 3 else y), 0
+
+
+@batch_rule("Rope")
+def batch_rope(ctx):
+    """The batch becomes one more leading (batch) axis of x. Shared per-position tables
+    stay as they are unless their row count would then read as one row per token; batched
+    or per-token tables are laid out per token for the whole batch, ``[B·batch·S, w]``."""
+    g, a, rank = ctx.g, ctx.attrs, ctx.in_shapes[0].rank
+    x_dims, t_dims = ctx.in_shapes[0].dims, ctx.in_shapes[1].dims
+    half = a.n_rot // 2
+    if half == 0:           # nothing rotates; the tables only need one shape
+        tables = [ctx.moved(i, 0) for i in (1, 2)] if ctx.batched(1) or ctx.batched(2) \
+            else list(ctx.x[1:])
+        return ctx.emit("Rope", (ctx.moved(0, 0), *tables), 0)
+    batch, seq, stride, rows, per_token = rope_tables(x_dims, t_dims, half)
+    total = ctx.size * batch * seq
+    shared = not (ctx.batched(1) or ctx.batched(2) or per_token)
+    if shared and (rows != total or rows == seq):
+        d = ctx.bdims[0]
+        if d is not None and d <= rank - 2:
+            return ctx.emit("Rope", ctx.x, d)
+        return ctx.emit("Rope", (ctx.moved(0, 0), *ctx.x[1:]), 0)
+    tables = []
+    for i in (1, 2):
+        t = ctx.moved(i, 0) if ctx.batched(i) else reshape(g, ctx.x[i], (1,) + t_dims)
+        t = reshape(g, t, (ctx.static(t)[0], rows, stride))
+        if per_token:
+            t = reshape(g, t, (ctx.static(t)[0], batch, seq, stride))
+        else:
+            t = reshape(g, g.op("Narrow", (t,), axis=1, start=0, len=seq),
+                        (ctx.static(t)[0], 1, seq, stride))
+        t = g.op("Expand", (t,), target_shape=(ctx.size, batch, seq, stride))
+        tables.append(reshape(g, t, (total, stride)))
+    return ctx.emit("Rope", (ctx.moved(0, 0), *tables), 0)
 
 
 @batch_rule("Conv", "ConvTranspose2d")
