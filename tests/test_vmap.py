@@ -250,3 +250,33 @@ def test_vmapped_graph_runs_on_numba_cpu():
     exe = backend.compile(vg)
     exe.set_param("w", w)
     np.testing.assert_allclose(exe.run(feeds)[0], want[0], rtol=2e-5, atol=1e-5)
+
+
+def test_fused_regions_are_unfused_before_batching():
+    from rlx_ref.passes.fuse_elementwise import fuse_elementwise
+
+    g = Graph("t")
+    x, y = g.input("x", [4]), g.input("y", [4])
+    g.set_outputs([g.exp(g.mul(g.add(x, y), y))])
+    fused = fuse_elementwise(g)
+    assert any(n.kind == "ElementwiseRegion" for n in fused.nodes)
+    vg = vmap(fused, ["x"], 3)
+    assert not any(n.kind == "ElementwiseRegion" for n in vg.nodes)
+    xs, yv = _f32(3, 4), _f32(4)
+    (got,) = interpret(vg, {"x": xs, "y": yv})
+    np.testing.assert_allclose(got, np.exp((xs + yv) * yv), rtol=1e-6)
+
+
+def test_a_kind_with_a_decomposition_but_no_rule_is_decomposed_first(monkeypatch):
+    from rlx_ref.autodiff import _batching
+
+    _batching._load_rules()
+    monkeypatch.delitem(_batching.BATCH, "Slice")
+    g = Graph("t")
+    x = g.input("x", [2, 7])
+    g.set_outputs([g.op("Slice", (x,), axis=1, start=6, len=3, step=-2)])
+    vg = vmap(g, {"x": 1}, 3)
+    assert "Slice" not in {n.kind for n in vg.nodes}
+    xs = _f32(2, 3, 7)
+    (got,) = interpret(vg, {"x": xs})
+    np.testing.assert_array_equal(got, np.moveaxis(xs, 1, 0)[:, :, 6::-2][:, :, :3])

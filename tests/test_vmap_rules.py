@@ -51,12 +51,13 @@ def _examples(case, name: str, arr, rng) -> list:
 
 
 def _patterns(case) -> list:
-    """in_axes dicts: all at 0, each leaf alone, all last, mixed axes (deduplicated)."""
+    """in_axes dicts: all at 0, each leaf alone (at 0, then last), all last, mixed axes."""
     leaves = {**case.inputs, **case.params}
     ranks = {k: np.ndim(v) for k, v in leaves.items()}
     pats = [{k: 0 for k in leaves}]
     if len(leaves) > 1:
         pats += [{k: (0 if k == name else None) for k in leaves} for name in leaves]
+        pats += [{k: (ranks[k] if k == name else None) for k in leaves} for name in leaves]
     pats.append({k: ranks[k] for k in leaves})
     pats.append({k: i % (ranks[k] + 1) for i, k in enumerate(leaves)})
     out = []
