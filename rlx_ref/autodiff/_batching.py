@@ -93,7 +93,7 @@ class BatchContext:
     size: int           # the batch size
     in_shapes: tuple    # the operands' unbatched shapes
     where: str          # "at %N (Kind)" for messages
-    batch_body: Callable = None     # (body, in_bdims) -> Graph, for nested bodies
+    batch_body: Callable | None = None  # (body, in_bdims) -> Graph, for nested bodies
 
     @property
     def attrs(self) -> Any:

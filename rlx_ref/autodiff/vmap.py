@@ -1,31 +1,30 @@
 """``vmap(graph, in_axes, batch_size)``: a graph lifted to a batch of its inputs, as RLX.
 
 RLX's ``vmap(forward, batched_input_names, batch_size)`` batches the named Inputs on a
-leading axis, shares everything else, and gives every output a batch reached by a leading
-batch axis. Here ``in_axes`` also takes JAX's spellings: a dict ``{name: axis or None}``,
-one axis per Input (node order), or one axis for every Input; a Param named in it is
-batched too (RLX's Params are always shared).
+leading axis, shares everything else, and gives every output that a batched value reaches
+a leading batch axis. Here ``in_axes`` also takes JAX's spellings: a dict ``{name: axis
+or None}``, one axis per Input (node order), or one axis for every Input; a Param named in
+it is batched too (RLX's Params are always shared).
 
 The walk visits nodes in order. A node none of whose operands carries the batch axis is
 copied unchanged (RLX: shared), so ops off the batched path need no rule; every other
 node goes through its kind's batching rule (``_batching.py``; rules in ``batch_*.py``),
 which may leave the batch axis anywhere. Outputs a batched value reaches get the batch
-axis moved to 0; an output none reaches keeps its shape, as RLX's code does. Control flow
+axis moved to 0; an output none reaches keeps its shape, as RLX's code does (its doc
+comment says every output gains the axis; pyrlx's says every reachable one). Control flow
 batches through rules too (If, While, Scan, CustomFn batch their bodies), so a While
 without a cap stays a loop. The pre-pass unfuses ElementwiseRegions and decomposes every
 kind that has a decomposition but no batching rule.
 """
 from __future__ import annotations
 
+from ..ir.builder import BuildError
 from ..ir.graph import Graph
 from ..ir.verify import verify_or_raise
 from ..passes.decompose import DECOMPOSITIONS, decompose
 from ..passes.unfuse import unfuse_elementwise
 from ._batching import (BATCH, BatchContext, VmapError, _load_rules, broadcast_axis,
                         move_axis, rule_for, with_batch)
-
-_LEAVES = ("Input", "Param", "Constant")
-
 
 def prepare_for_vmap(graph: Graph) -> Graph:
     """``graph`` with regions unfused and every rule-less decomposable kind decomposed."""
@@ -55,7 +54,10 @@ def _walk(src: Graph, dst: Graph, leaf, size: int, path: str) -> dict:
         ctx = BatchContext(dst, n, ids, bdims, size, tuple(src.shape(i) for i in n.inputs),
                            where, lambda body, axes: batch_body(body, axes, size))
         start = len(dst.nodes)
-        out, bdim = rule_for(n.kind, where)(ctx)
+        try:
+            out, bdim = rule_for(n.kind, where)(ctx)
+        except BuildError as e:     # a payload or shape the batched op cannot take
+            raise VmapError(f"{where}: its batched form is not a valid node: {e}") from e
         want = None if bdim is None else with_batch(n.shape, bdim, size)
         if want is None or dst.shape(out) != want:
             raise VmapError(f"{where}: its batching rule gave {dst.shape(out)} with the batch "
