@@ -4,7 +4,7 @@ Public API: the IR (``DType``, ``Shape``, ``Dyn``, ``Graph``, ``Op``), the DSL
 (``graph``, ``Node``), the text form (``parse``), the verifier (``verify``,
 ``verify_or_raise``), the oracle (``interpret``, ``Session``) and the op registry
 (``opdef``, ``opdefs``, ``register_custom``) and the transforms (``grad``,
-``grad_with_loss``, ``jvp``, ``hvp``, ``gradcheck``; more in ``rlx_ref.autodiff``; DSL: ``g.grad(loss, wrt=[...])``).
+``grad_with_loss``, ``jvp``, ``hvp``, ``vmap``, ``gradcheck``; more in ``rlx_ref.autodiff``; DSL: ``g.grad(loss, wrt=[...])``).
 """
 from .ir.dtype import DType
 from .ir.shape import Dyn, Shape, ShapeError
@@ -17,7 +17,7 @@ from .interpret import InterpretError, Interpreter, interpret
 from .runtime.session import CompiledGraph, Session, SessionError
 from .ops.opdef import OpDef, all_opdefs as opdefs, get as opdef
 from .ops.custom import register_custom, unregister_custom
-from .autodiff import AutodiffError, grad, grad_with_loss, gradcheck, hvp, jvp
+from .autodiff import AutodiffError, grad, grad_with_loss, gradcheck, hvp, jvp, vmap
 
 install_registry_methods(Graph)
 
@@ -29,5 +29,6 @@ __all__ = [
     "verify_or_raise", "InterpretError", "Interpreter", "interpret", "CompiledGraph",
     "Session", "SessionError", "OpDef", "opdefs", "opdef", "register_custom",
     "unregister_custom", "AutodiffError", "grad", "grad_with_loss", "gradcheck", "hvp", "jvp",
+    "vmap",
     "__version__",
 ]

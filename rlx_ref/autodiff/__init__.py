@@ -8,6 +8,7 @@
   reverse (``jvp.py``; rules in ``jvp_rules.py``, the rest derived from the VJP rules);
 - ``nth_order_grad``, ``directional_nth_grad``, ``jacfwd``, ``jacrev``: stacked
   transforms (``higher_order.py``);
+- ``vmap(graph, in_axes, batch_size)``: batching (``vmap.py``; rules in ``batch_*.py``);
 - ``gradcheck``: a gradient against float64 finite differences on the oracle.
 """
 from ._build import AutodiffError
@@ -17,11 +18,13 @@ from .jvp import hvp, jvp, jvp_rule
 from .prepare import prepare_for_ad
 from .reverse import SEED, grad, grad_with_loss
 from .vjp import NON_DIFFERENTIABLE, rule_kinds, vjp_rule
+from ._batching import VmapError, batch_kinds, batch_rule
+from .vmap import vmap
 
 __all__ = ["AutodiffError", "GradcheckResult", "NON_DIFFERENTIABLE", "SEED", "grad",
            "grad_with_loss", "gradcheck", "hvp", "jvp", "jvp_rule", "prepare_for_ad",
            "rule_kinds", "vjp_rule", "nth_order_grad", "directional_nth_grad", "jacfwd",
-           "jacrev"]
+           "jacrev", "VmapError", "batch_kinds", "batch_rule", "vmap"]
 
 
 def _dsl_grad(self, loss, wrt, with_loss: bool = False):

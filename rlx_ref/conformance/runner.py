@@ -79,7 +79,6 @@ def compile_options(backend, case):
 
     if variants.LOWERED_TAG not in case.tags:
         return None
-    from ..backends.faults import split_spec
     from ..runtime.options import CompileOptions
 
     return CompileOptions(thresholds=variants.lowered(split_spec(backend.name)[0]))
