@@ -413,11 +413,15 @@ def check_report(md_path, merged: Merged, registry=None, declared_tables=None) -
     for kind in rep["unknown_ops"]:
         problems.append(f"the results name op kind {kind!r}, which the registry does not "
                         "have; rerun `rlx-ref conformance`")
-    for name, table in sorted((declared_tables or {}).items()):
+    for name, entry in sorted((declared_tables or {}).items()):
+        table, device = entry if isinstance(entry, tuple) else (entry, None)
         cols = [c for c in merged.columns.values() if c.name == name]
         if not cols:
             problems.append(f"backend {name!r} has a declared op table but no results")
         for col in sorted(cols, key=lambda c: c.label):
+            if device is not None and col.devices and device not in col.devices:
+                continue        # recorded on another device: its table may differ
+
             diff = _table_diff(col.declared, _normalise_table(table))
             if diff:
                 problems.append(f"backend {col.label!r} declares a different op table than "
@@ -437,7 +441,12 @@ def _declared_now(names: list) -> tuple[dict, list]:
         return {}, [f"cannot import rlx_ref.backends.registry to read declared op tables: {e}"]
     for name in names:
         try:
-            tables[name] = breg.get_backend(name).supported_ops()
+            b = breg.get_backend(name)
+            # a device backend's table depends on its device (f64 with cl_khr_fp64): only
+            # one that is usable here can say what it declares today
+            usable = getattr(b, "availability", None)
+            if usable is None or usable()[0]:
+                tables[name] = (b.supported_ops(), str(getattr(b, "device", "")))
         except Exception as e:  # noqa: BLE001 - any load failure is one reported problem
             problems.append(f"backend {name!r} cannot be loaded to compare its declared op "
                             f"table with the results: {e}")
