@@ -68,6 +68,11 @@ def _backends(spec: str | None) -> list:
         ok, why = b.availability()
         if not ok:
             raise RuntimeError(f"backend {name!r} is unavailable here: {why}")
+        twin = next((s for s, o in out if o.name == b.name), None)
+        if twin is not None:    # results and the results file's backends are keyed by name
+            raise RuntimeError(f"backends {twin!r} and {name.strip()!r} both record results "
+                               f"as {b.name!r}: run each with its own --out and merge the "
+                               "files with `rlx-ref coverage A.json B.json`")
         out.append((name.strip(), b))
     return out
 
