@@ -93,8 +93,8 @@ def run_power_cli(args) -> int:
         print(f"no catalogued fault is planted in {args.backend!r} (faults exist for "
               "numba-cpu and opencl)", file=sys.stderr)
         return 2
-    usable = {b: _usable(b)[0] for b in {f.backend for f in faults}}
-    faults = [f for f in faults if usable[f.backend]]
+    usable = {b: _usable(b)[0] for b in {f.run_spec for f in faults}}
+    faults = [f for f in faults if usable[f.run_spec]]
     if not faults:
         print("no backend with catalogued faults is usable here", file=sys.stderr)
         return 2

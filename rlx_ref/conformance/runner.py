@@ -72,12 +72,14 @@ def compile_options(backend, case):
     """The case's compile options: every threshold of the backend at its floor for a
     ``lowered-thresholds`` case (small inputs then take the large-size kernels)."""
     from ..backends import variants
+    from ..backends.faults import split_spec
 
     if variants.LOWERED_TAG not in case.tags:
         return None
     from ..runtime.options import CompileOptions
 
-    return CompileOptions(thresholds=variants.lowered(backend.name))
+    # a faulted backend (``opencl+fault:NAME``) lowers the thresholds of the real one
+    return CompileOptions(thresholds=variants.lowered(split_spec(backend.name)[0]))
 
 
 def _run_backend(backend, case, res) -> list:

@@ -67,6 +67,8 @@ class OpenCLBackend(TableBackend):
         style forced), else ("cpu",)."""
         from ._reduce_c import gpu_style
 
+        if self.kernels != "auto":          # known without a device
+            return (self.kernels,)
         dev = self._device()
         return ("gpu",) if dev and gpu_style(dev[0]) else ("cpu",)
 
