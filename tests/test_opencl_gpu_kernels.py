@@ -156,6 +156,19 @@ def test_conformance_refuses_two_styles_in_one_results_file():
         main(["--backend", "opencl,opencl/gpu-kernels", "--op", "Reduce", "--quiet"])
 
 
+@needs_device
+def test_a_gpu_style_fault_runs_on_the_gpu_style_backend_only():
+    from rlx_ref.backends.fault_catalogue import by_name
+
+    fault = by_name("clg-reduce-tree-early")
+    assert fault.backend == "opencl" and fault.run_spec == "opencl/gpu-kernels"
+    b = get_backend("opencl/gpu-kernels+fault:clg-reduce-tree-early")
+    assert b.name == "opencl+fault:clg-reduce-tree-early" and b.device_types == ("gpu",)
+    with pytest.raises(BackendUnavailable, match="never runs; plant it in "
+                       "opencl/gpu-kernels\\+fault:clg-reduce-tree-early"):
+        get_backend("opencl/cpu-kernels+fault:clg-reduce-tree-early")
+
+
 # ── coverage: a backend's columns count together ─────────────────────────────
 
 def _results(path, spec: str, names: list):
