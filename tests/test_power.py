@@ -31,7 +31,9 @@ def _usable(name: str) -> bool:
         return False
 
 
-USABLE = {b: _usable(b) for b in ("numba-cpu", "opencl")}
+# the specs faults run on: the backends, and styles such as ``opencl/gpu-kernels``
+SPECS = sorted({"numba-cpu", "opencl"} | {f.run_spec for f in FAULTS})
+USABLE = {b: _usable(b) for b in SPECS}
 
 
 def _need(backend: str):
@@ -59,7 +61,7 @@ def test_catalogue_covers_every_bug_class_on_both_backends():
 @pytest.mark.parametrize("name", [f.name for f in FAULTS])
 def test_planted_fault_is_caught(name, cases):
     fault = by_name(name)
-    _need(fault.backend)
+    _need(fault.run_spec)
     sel = fault_cases(fault, cases)
     assert 0 < len(sel) <= fault.limit
     row = run_fault(fault, cases, load_ledger(None))
@@ -69,11 +71,12 @@ def test_planted_fault_is_caught(name, cases):
     assert row["caught"], f"{name} passed all {row['cases']} cases of its selection"
 
 
-@pytest.mark.parametrize("backend", ["numba-cpu", "opencl"])
+@pytest.mark.parametrize("backend", SPECS)
 def test_unfaulted_backend_passes_every_selection(backend, cases):
-    """The fault is what fails a selection: the real backend passes each of them."""
+    """The fault is what fails a selection: the real backend (in the style each fault's
+    kernels are rendered in) passes each of them."""
     _need(backend)
-    picked = {c.id: c for f in FAULTS if f.backend == backend for c in fault_cases(f, cases)}
+    picked = {c.id: c for f in FAULTS if f.run_spec == backend for c in fault_cases(f, cases)}
     from rlx_ref.conformance.runner import failing, run_backend
 
     res = run_backend(get_backend(backend), list(picked.values()), load_ledger(None),
@@ -81,7 +84,7 @@ def test_unfaulted_backend_passes_every_selection(backend, cases):
     assert not failing(res), [(r["case_id"], r["message"][:120]) for r in failing(res)]
     ran = {r["case_id"]: set(r.get("variants") or ()) for r in res}
     for f in FAULTS:                # each fault sits in a kernel variant its selection runs
-        if f.backend == backend:
+        if f.run_spec == backend:
             seen = set().union(*(ran[c.id] for c in fault_cases(f, cases)))
             assert f.variant in seen, f"{f.name}: its selection never runs {f.variant}"
 
@@ -97,8 +100,8 @@ def test_every_edit_anchor_is_in_the_real_kernels(name, cases):
     from rlx_ref.conformance.runner import compile_options
 
     fault = by_name(name)
-    _need(fault.backend)
-    backend = get_backend(fault.backend)
+    _need(fault.run_spec)
+    backend = get_backend(fault.run_spec)
     text = ""
     if fault.kernel == "prelude":
         from rlx_ref.backends.opencl.cprelude import prelude

@@ -7,6 +7,8 @@ lowering attribute (``patches``: a module attribute such as a read-mode chooser 
 identity function). Nothing is reimplemented: the faulty backend is the real one with one
 mutation. A fault is active only inside ``active(fault)``; the backend spec
 ``numba-cpu+fault:NAME`` (``FaultedBackend``) activates it around every compile and run.
+A fault in kernels of one device style names the spec that renders them (``spec``, e.g.
+``opencl/gpu-kernels`` for OpenCL's work-group kernels): its selection runs there.
 
 Faulty and real kernels never share a cache entry: edited source hashes to a different
 kernel file (Numba) and program (OpenCL), and module-level kernel memos the fault names in
@@ -46,7 +48,13 @@ class Fault:
     patches: tuple = ()             # ("module:attr", factory(original) -> replacement)
     resets: tuple = ()              # ("module:attr", value) memos cleared on and off
     gap: str = ""                   # why the current contracts cannot catch it (if so)
+    spec: str = ""                  # the backend spec its selection runs on (default backend)
     count: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def run_spec(self) -> str:
+        """The spec of the real backend this fault is planted in (``spec`` or ``backend``)."""
+        return self.spec or self.backend
 
 
 _LOCK = threading.RLock()
@@ -142,6 +150,7 @@ class FaultedBackend:
         if fault.backend != inner.name:
             raise FaultError(f"fault {fault.name!r} is planted in {fault.backend}, "
                              f"not in {inner.name}")
+        _check_style(inner, fault)
         self._inner, self.fault = inner, fault
         self.name = f"{inner.name}{SEP}{fault.name}"
 
@@ -151,6 +160,22 @@ class FaultedBackend:
     def compile(self, graph, options=None):
         with active(self.fault):
             return FaultedExecutable(self._inner.compile(graph, options), self.fault)
+
+
+def _check_style(inner, fault: Fault) -> None:
+    """FaultError when ``inner`` (usable) never renders the kernels of the fault's variant:
+    the fault would plant nothing."""
+    from . import variants
+
+    var = variants.declared(fault.backend).get(fault.variant)
+    avail = getattr(inner, "availability", None)
+    if var is None or var.device is None or not (avail and avail()[0]):
+        return
+    types = tuple(getattr(inner, "device_types", ()))
+    if var.device not in types:
+        raise FaultError(f"fault {fault.name!r} sits in {fault.variant} ({var.device}-style "
+                         f"kernels), which this {inner.name} backend ({', '.join(types)}-"
+                         f"style) never runs; plant it in {fault.run_spec}{SEP}{fault.name}")
 
 
 def faulted(inner, name: str) -> FaultedBackend:

@@ -18,6 +18,9 @@ BUILTIN = {
 # Built-ins that take a device after a colon (``opencl:0:1``, ``cuda:1``): the class is
 # called with ``device=`` that suffix.
 DEVICE_BACKENDS = ("opencl", "cuda")
+# Built-ins that take an option after a slash (``opencl/gpu-kernels``,
+# ``opencl:0:1/gpu-kernels``): option → keyword arguments of the class.
+OPTIONS = {"opencl": {"gpu-kernels": {"kernels": "gpu"}, "cpu-kernels": {"kernels": "cpu"}}}
 # Vendor names → a device spec. ``nvidia`` means CUDA where a CUDA GPU is usable and the
 # first NVIDIA OpenCL device otherwise (see ``_resolve_alias``).
 ALIASES = {"amd": "opencl:amd", "rocm": "opencl:amd", "intel": "opencl:intel",
@@ -45,8 +48,11 @@ def _load(spec: str):
     return obj
 
 
-def _instantiate(obj, spec: str) -> Backend:
-    inst = obj() if isinstance(obj, type) else obj
+def _instantiate(obj, spec: str, **kwargs) -> Backend:
+    try:
+        inst = obj(**kwargs) if isinstance(obj, type) else obj
+    except ValueError as e:           # a bad argument (or its environment variable)
+        raise BackendUnavailable(f"{spec!r}: {e}") from None
     for attr in ("name", "supported_ops", "compile"):
         if not hasattr(inst, attr):
             raise BackendUnavailable(f"{spec!r} is not a backend: it has no {attr!r}")
@@ -63,6 +69,18 @@ def alias_names() -> list[str]:
     return sorted(ALIASES)
 
 
+def _with_option(spec: str) -> Backend:
+    """``NAME[:DEVICE]/OPTION`` of a built-in that takes options (``OPTIONS``)."""
+    base, _, option = spec.partition("/")
+    name, _, device = base.partition(":")
+    known = OPTIONS[name]
+    if option not in known:
+        raise BackendUnavailable(
+            f"unknown {name} option {option!r} in backend spec {spec!r}; expected "
+            f"{name}[:DEVICE]/OPTION with OPTION one of {', '.join(known)}")
+    return _instantiate(_load(BUILTIN[name]), spec, device=device or None, **known[option])
+
+
 def _resolve_alias(spec: str) -> str:
     target = ALIASES[spec]
     if spec == "nvidia":
@@ -77,9 +95,9 @@ def _resolve_alias(spec: str) -> str:
 
 
 def get_backend(spec: str) -> Backend:
-    """A backend by name (``opencl:P:D``, ``cuda:N`` and vendor aliases included),
-    entry-point name, or ``module:object``; ``NAME+fault:FAULT`` plants a catalogued
-    fault (``faults.py``)."""
+    """A backend by name (``opencl:P:D``, ``cuda:N`` and vendor aliases included), with an
+    option (``opencl/gpu-kernels``: ``OPTIONS``), entry-point name, or ``module:object``;
+    ``NAME+fault:FAULT`` plants a catalogued fault (``faults.py``)."""
     if SEP in spec:                          # a real backend with a planted fault
         from .faults import FaultError, faulted, split_spec
 
@@ -92,10 +110,11 @@ def get_backend(spec: str) -> Backend:
         return get_backend(_resolve_alias(spec))
     if spec in BUILTIN:
         return _instantiate(_load(BUILTIN[spec]), spec)
+    if "/" in spec and spec.partition("/")[0].partition(":")[0] in OPTIONS:
+        return _with_option(spec)
     name, _, device = spec.partition(":")
     if name in DEVICE_BACKENDS and device:
-        cls = _load(BUILTIN[name])
-        return _instantiate(cls(device=device), spec)
+        return _instantiate(_load(BUILTIN[name]), spec, device=device)
     eps = _entry_points()
     if spec in eps:
         return _instantiate(eps[spec].load(), spec)

@@ -1,21 +1,35 @@
-"""Kernel-variant coverage of a merged report: per backend column, the declared variants
-(those for the device types its results ran on) that some case exercised, and the rest."""
+"""Kernel-variant coverage of a merged report: per backend, the declared variants (those
+for the device types its results ran on) that some case exercised, and the rest.
+
+A backend's columns count together: OpenCL's CPU-style and GPU-style runs (``opencl`` and
+``opencl/gpu-kernels``) each reach only their own style's variants, and both are needed
+for all of them."""
 from __future__ import annotations
 
 from ..backends import variants
 
 
-def variant_coverage(columns) -> list:
-    """One row per column whose backend declares variants (``Column`` objects in order)."""
-    out = []
+def _by_name(columns) -> dict:
+    """Columns grouped by backend name, in order of first appearance."""
+    out: dict = {}
     for col in columns:
-        declared = variants.declared(col.name)
+        out.setdefault(col.name, []).append(col)
+    return out
+
+
+def variant_coverage(columns) -> list:
+    """One row per backend that declares variants (``Column`` objects in order), its
+    columns' device types and exercised variants united."""
+    out = []
+    for name, cols in _by_name(columns).items():
+        declared = variants.declared(name)
         if not declared:
             continue
-        types = tuple(sorted(col.device_types)) or ("cpu", "gpu")
-        expected = variants.applicable(col.name, types)
-        seen = set(col.variants)
-        out.append({"column": col.label, "name": col.name, "device_types": list(types),
+        types = tuple(sorted(set().union(*(c.device_types for c in cols)))) or ("cpu", "gpu")
+        expected = variants.applicable(name, types)
+        seen = set().union(*(c.variants for c in cols))
+        out.append({"column": " + ".join(c.label for c in cols), "name": name,
+                    "device_types": list(types),
                     "declared": len(declared), "applicable": len(expected),
                     "exercised": len(seen & set(expected)),
                     "unexercised": sorted(set(expected) - seen),

@@ -68,6 +68,11 @@ def _backends(spec: str | None) -> list:
         ok, why = b.availability()
         if not ok:
             raise RuntimeError(f"backend {name!r} is unavailable here: {why}")
+        twin = next((s for s, o in out if o.name == b.name), None)
+        if twin is not None:    # results and the results file's backends are keyed by name
+            raise RuntimeError(f"backends {twin!r} and {name.strip()!r} both record results "
+                               f"as {b.name!r}: run each with its own --out and merge the "
+                               "files with `rlx-ref coverage A.json B.json`")
         out.append((name.strip(), b))
     return out
 
@@ -88,8 +93,8 @@ def run_power_cli(args) -> int:
         print(f"no catalogued fault is planted in {args.backend!r} (faults exist for "
               "numba-cpu and opencl)", file=sys.stderr)
         return 2
-    usable = {b: _usable(b)[0] for b in {f.backend for f in faults}}
-    faults = [f for f in faults if usable[f.backend]]
+    usable = {b: _usable(b)[0] for b in {f.run_spec for f in faults}}
+    faults = [f for f in faults if usable[f.run_spec]]
     if not faults:
         print("no backend with catalogued faults is usable here", file=sys.stderr)
         return 2

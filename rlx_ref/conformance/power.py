@@ -35,7 +35,7 @@ def run_fault(fault, cases: list, ledger, *, faulty: bool = True, jobs: int = 1,
     from ..backends.registry import get_backend
     from .runner import run_backend
 
-    spec = f"{fault.backend}+fault:{fault.name}" if faulty else fault.backend
+    spec = f"{fault.run_spec}+fault:{fault.name}" if faulty else fault.run_spec
     sel = fault_cases(fault, cases)
     t0 = time.perf_counter()
     row = {"fault": fault.name, "backend": fault.backend, "bug_class": fault.bug_class,
@@ -45,7 +45,7 @@ def run_fault(fault, cases: list, ledger, *, faulty: bool = True, jobs: int = 1,
         backend = get_backend(spec)
         ok, why = backend.availability()
         if not ok:
-            raise RuntimeError(f"backend {fault.backend!r} is unavailable here: {why}")
+            raise RuntimeError(f"backend {fault.run_spec!r} is unavailable here: {why}")
         results = run_backend(backend, sel, ledger, jobs=jobs, repro_dir=None, spec=spec,
                               progress=False, in_process=in_process,
                               case_timeout=case_timeout)

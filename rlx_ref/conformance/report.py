@@ -32,11 +32,13 @@ _PATH_RANK = {"native": 0, "rewritten": 1, "decomposed": 2, "host": 3}
 
 @dataclass
 class Column:
-    """One report column: a backend on real hardware, or the same backend emulated."""
+    """One report column: a backend on real hardware, or the same backend emulated (each
+    also with its kernel style forced, e.g. OpenCL's GPU kernels on a CPU device)."""
 
     label: str
     name: str
     emulated: bool
+    kernels: str = ""                               # the kernel style forced, if any
     devices: set = field(default_factory=set)
     machines: set = field(default_factory=set)
     declared: dict = field(default_factory=dict)   # kind -> sorted dtype names | "all"
@@ -132,10 +134,11 @@ def load_results(paths) -> Merged:
 
 
 def _column(merged: Merged, name: str, emulated: bool, info: dict, host: str) -> Column:
-    label = column_label(name, emulated)
+    kernels = str(info.get("kernels") or "")
+    label = column_label(name, emulated, kernels)
     col = merged.columns.get(label)
     if col is None:
-        col = merged.columns[label] = Column(label, name, emulated)
+        col = merged.columns[label] = Column(label, name, emulated, kernels)
     col.machines.add(host)
     if info.get("device"):
         col.devices.add(str(info["device"]))
@@ -172,9 +175,11 @@ OTHER = "Other"                            # a family no category names yet
 _ANNOTATION = {"native": "", "rewritten": "ᵁ", "decomposed": "ᴰ", "host": "ᴴ"}
 
 
-def column_label(name: str, emulated: bool) -> str:
-    """The report column of a backend: emulated runs never share a column with hardware."""
-    return f"{name} (emulated)" if emulated else name
+def column_label(name: str, emulated: bool, kernels: str = "") -> str:
+    """The report column of a backend: emulated runs never share a column with hardware,
+    nor runs with a forced kernel style (``kernels``) with the device's own style."""
+    notes = ["emulated"] * bool(emulated) + [f"{kernels} kernels"] * bool(kernels)
+    return f"{name} ({', '.join(notes)})" if notes else name
 
 
 def category_of(family: str, kind: str) -> str:
@@ -239,7 +244,7 @@ def _rate(statuses: list) -> dict:
 def _columns(merged: Merged) -> list:
     # The oracle first (RLX's ground-truth column), then by name, hardware before emulated.
     return sorted(merged.columns.values(),
-                  key=lambda c: (c.name != "reference", c.name, c.emulated))
+                  key=lambda c: (c.name != "reference", c.name, c.emulated, c.kernels))
 
 
 def render_json(merged: Merged, registry=None) -> dict:

@@ -79,6 +79,8 @@ def _check_backend(path, name: str, info) -> None:
     types = info.get("device_types") or []
     if not isinstance(types, list) or not all(t in ("cpu", "gpu") for t in types):
         _fail(path, f"{where}.device_types is not a list of \"cpu\" / \"gpu\"")
+    if info.get("kernels", "gpu") not in ("cpu", "gpu"):
+        _fail(path, f"{where}.kernels is not \"cpu\" or \"gpu\"")
     paths = info.get("paths") or {}
     if not isinstance(paths, dict) or not all(isinstance(v, str) for v in paths.values()):
         _fail(path, f"{where}.paths is not a map of kind -> path name")

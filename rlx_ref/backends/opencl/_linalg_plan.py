@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...ir.dtype import DType
+from . import _reduce_c as rc
 from . import memory
 from ._linalg_cl import COMPUTE, scratch, upload_longs
 from ._linalg_gemm import (
@@ -95,7 +96,7 @@ class Gemm:
         self.M, self.N, self.K, self.a, self.b = M, N, K, a, b
         self.chunks = chunks                      # [(first output batch, batches)]
         ct = COMPUTE[out_dt]
-        self.cpu = ctx.device.is_cpu
+        self.cpu = not rc.gpu_style(ctx.device)
         if self.cpu:
             nr = vec_width(ct) * NV
             self.ga = (MR, -(-M // MR), K)        # (W, panels, Kp)

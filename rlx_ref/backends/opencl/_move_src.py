@@ -15,6 +15,7 @@ from string import Template
 import numpy as np
 
 from ..layout import strides_of  # noqa: F401 - the movement lowerings read it here
+from . import _reduce_c as rc
 
 BITS_TYPE = {1: "uchar", 2: "ushort", 4: "uint", 8: "ulong", 16: "ulong2"}
 BITS_NP = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -36,7 +37,7 @@ def split(rows: int, inner: int, device) -> tuple[int, int]:
     (neighbours write neighbours), long contiguous runs on CPUs (a loop per work-item)."""
     if inner <= 1:
         return 1, 1
-    if not device.is_cpu:
+    if rc.gpu_style(device):
         return 1, inner
     want = 4 * max(device.compute_units, 1)
     per_row = max(1, -(-want // max(rows, 1)))

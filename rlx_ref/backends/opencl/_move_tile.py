@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from string import Template
 
+from . import _reduce_c as rc
 from ._move_src import bits_type, named
 
 TILE_CPU = 32
@@ -82,7 +83,7 @@ def fits(maps: list, fill) -> bool:
 
 def tile_kernel(size: int, device) -> tuple[str, str, int, bool]:
     """``(name, source, tile side, on the GPU path)`` for elements of ``size`` bytes."""
-    ts = 0 if device.is_cpu else gpu_tile(device)
+    ts = gpu_tile(device) if rc.gpu_style(device) else 0
     gpu = ts > 0
     ts = ts or TILE_CPU
     body = Template(_GPU if gpu else _CPU).substitute(T=bits_type(size), TS=ts, OUTER=_OUTER)

@@ -164,10 +164,15 @@ def wg_size(device, want: int = 256) -> int:
 
 
 def gpu_style(device) -> bool:
-    """Whether to render work-group trees (GPUs) rather than runs per work-item (CPUs)."""
-    # Oclgrind counts as a GPU: it is there to check the work-group kernels real GPUs run
-    # (barriers, local-memory races); PoCL runs the CPU ones, whose vectors its
-    # uninitialized-value checker cannot follow
+    """Whether to render work-group trees (GPUs) rather than runs per work-item (CPUs):
+    the one rule every lowering reads for its kernel choice."""
+    # A style forced per backend (``opencl/gpu-kernels``) wins: PoCL runs barriers and
+    # local memory right, so a CPU device can check the GPU kernels. Oclgrind counts as a
+    # GPU: it is there to check the work-group kernels real GPUs run (barriers, local-memory
+    # races); PoCL runs the CPU ones, whose vectors its uninitialized-value checker cannot
+    # follow
+    if device.kernels != "auto":
+        return device.kernels == "gpu"
     return not device.is_cpu or "oclgrind" in device.platform.lower()
 
 

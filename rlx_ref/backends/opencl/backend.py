@@ -7,15 +7,21 @@ from ..base import TableBackend
 
 
 class OpenCLBackend(TableBackend):
-    """Any OpenCL device: ``OpenCLBackend(device="P:D" | vendor | None)``.
+    """Any OpenCL device: ``OpenCLBackend(device="P:D" | vendor | None, kernels=...)``.
 
+    ``kernels`` picks the kernel style: ``"auto"`` (work-group kernels on GPUs and Oclgrind,
+    runs per work-item on CPUs), ``"gpu"`` or ``"cpu"`` on any device (spec
+    ``opencl[:DEVICE]/gpu-kernels``); None reads ``RLX_REF_OPENCL_KERNELS`` (unset: auto).
     The declared op table depends on the device: f64 only with cl_khr_fp64."""
 
     name = "opencl"
     fork_safe = False         # OpenCL runtimes start threads: workers are spawned
 
-    def __init__(self, device: str | None = None):
+    def __init__(self, device: str | None = None, kernels: str | None = None):
+        from .devices import kernel_style
+
         self.spec = device
+        self.kernels = kernel_style(kernels)
         self._dev = None
         self._why = ""
 
@@ -24,7 +30,7 @@ class OpenCLBackend(TableBackend):
 
         if self._dev is None and not self._why:
             try:
-                self._dev = context_for(self.spec)
+                self._dev = self._styled(context_for(self.spec))
             except DeviceError as e:      # says what and why already
                 self._why = str(e)
             except ImportError as e:
@@ -32,6 +38,14 @@ class OpenCLBackend(TableBackend):
             except Exception as e:  # noqa: BLE001 - no platform, bad spec, driver error: say which
                 self._why = f"{type(e).__name__}: {e}"
         return self._dev
+
+    def _styled(self, entry):
+        """``(DeviceInfo, context, queue)`` whose info carries this backend's kernel style
+        (the context and queue stay shared with every backend on the device)."""
+        import dataclasses
+
+        info, context, queue = entry
+        return dataclasses.replace(info, kernels=self.kernels), context, queue
 
     def availability(self) -> tuple[bool, str]:
         return (True, "") if self._device() is not None else (False, self._why)
@@ -49,11 +63,22 @@ class OpenCLBackend(TableBackend):
 
     @property
     def device_types(self) -> tuple:
-        """("gpu",) where the lowerings render work-group kernels, else ("cpu",)."""
+        """("gpu",) where the lowerings render work-group kernels (a GPU, Oclgrind, or the
+        style forced), else ("cpu",)."""
         from ._reduce_c import gpu_style
 
+        if self.kernels != "auto":          # known without a device
+            return (self.kernels,)
         dev = self._device()
         return ("gpu",) if dev and gpu_style(dev[0]) else ("cpu",)
+
+    def describe(self) -> dict:
+        """The base record, plus ``kernels`` where the style is forced: such results get a
+        report column of their own (``conformance/report.py``)."""
+        out = super().describe()
+        if self.kernels != "auto":
+            out["kernels"] = self.kernels
+        return out
 
     def _table(self):
         from .lowering import TABLE
@@ -68,7 +93,7 @@ class OpenCLBackend(TableBackend):
                 for k, v in self._table().supported_ops().items()}
 
     def promise_holds(self, when: str) -> bool:
-        """``cpu_fp64``: the device has cl_khr_fp64 and gets the CPU-style kernels."""
+        """``cpu_fp64``: the device has cl_khr_fp64 and the lowerings render CPU-style."""
         if when != "cpu_fp64":
             return super().promise_holds(when)
         from . import _reduce_c as rc

@@ -20,6 +20,10 @@ VENDOR_WORDS = {"amd": ("amd", "advanced micro devices"), "intel": ("intel",),
                 "pocl": ("portable computing language", "pocl")}
 
 
+KERNEL_STYLES = ("auto", "gpu", "cpu")
+KERNELS_ENV = "RLX_REF_OPENCL_KERNELS"
+
+
 class DeviceError(RuntimeError):
     """The spec names no usable OpenCL device; the message lists what exists."""
 
@@ -40,16 +44,33 @@ class DeviceInfo:
     version: str
     vector_bytes: int = 64  # the widest native vector register (CPU kernels' vectors)
     driver: str = ""        # the platform's version string (PoCL and LLVM versions)
+    kernels: str = "auto"   # kernel style: "auto" (by device type), or "gpu"/"cpu" forced
 
     @property
     def label(self) -> str:
-        return f"{self.name} ({self.platform}, opencl:{self.index[0]}:{self.index[1]})"
+        forced = f", {self.kernels.upper()}-style kernels forced" if self.kernels != "auto" \
+            else ""
+        return f"{self.name} ({self.platform}, opencl:{self.index[0]}:{self.index[1]}{forced})"
 
     @property
     def driver_summary(self) -> str:
         """``PoCL 3.0-rc2, LLVM 14.0.6`` where the platform says so, else its version."""
         parts = re.findall(r"\b(?:PoCL|LLVM) [\w.+-]+", self.driver)
         return ", ".join(parts) or " ".join(self.driver.split())
+
+
+def kernel_style(value: str | None) -> str:
+    """``value`` checked as a kernel style; None reads ``RLX_REF_OPENCL_KERNELS`` (unset:
+    auto). ValueError names the expected values."""
+    where = "kernels"
+    if value is None:
+        value, where = os.environ.get(KERNELS_ENV, "").strip() or "auto", KERNELS_ENV
+    style = str(value).strip().lower()
+    if style not in KERNEL_STYLES:
+        raise ValueError(f"bad OpenCL kernel style {value!r} ({where}): expected one of "
+                         f"{', '.join(KERNEL_STYLES)} (auto: GPU-style kernels on GPUs "
+                         "and Oclgrind, CPU-style on CPUs)")
+    return style
 
 
 def _cl():

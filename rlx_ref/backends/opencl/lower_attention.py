@@ -19,6 +19,7 @@ import numpy as np
 from ...ir.dtype import DType
 from ...ops import _attention_geom as geo
 from ...ops.attention import rope_tables
+from . import _reduce_c as rc
 from ._linalg_attn import MASK_CODES, attention_source
 from ._linalg_cl import BUFFER, FLOATS, load, named, store, upload_longs
 from ._linalg_plan import kernel
@@ -61,8 +62,9 @@ def lower_attention(node, ins, ctx) -> Step:
         scale = wnp(1) / np.sqrt(wnp(g.d))
     cap = wnp(a.attn_logit_softcap) if a.attn_logit_softcap is not None else wnp(0)
     rows, keys = 1, 1
-    use("attention.cpu" if ctx.device.is_cpu else "attention.gpu")
-    if ctx.device.is_cpu:
+    gpu = rc.gpu_style(ctx.device)
+    use("attention.gpu" if gpu else "attention.cpu")
+    if not gpu:
         rows = max(1, min(CPU_ROWS, g.s_q, ROW_FLOATS // (g.d + g.dv)))
         keys = 4 if ct == "double" else 8
     ref = kernel(ctx, attention_source(dt, code, mask_dt, a.attn_logit_softcap is not None,
@@ -76,7 +78,7 @@ def lower_attention(node, ins, ctx) -> Step:
     items = g.batch * g.heads * -(-g.s_q // rows)
     if math.prod(node.shape.dims) == 0:
         items = 0
-    local = 64 if not ctx.device.is_cpu else 1
+    local = 64 if gpu else 1
 
     def bind(out, q, k, v, *mask):
         args = [out.buf, q.buf, k.buf, v.buf, (mask[0] if mask else table).buf, table.buf,

@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from ...ir.dtype import DType
+from . import _reduce_c as rc
 from ._linalg_cl import FLOATS, c_strides, offsets
 from ._linalg_plan import Direct, Gemm, Skinny, table_packer
 from .variant_table import th, use
@@ -51,7 +52,7 @@ def product_step(ctx, dt: DType, M: int, N: int, K: int, ia, ib, a_tabs, b_tabs)
         plan = Direct(ctx, dt, dt, M, N, K, nb, (a_mats[ia], a_rows, a_ks),
                       (b_mats[ib], b_ks, b_cols))
         return Step(plan.bind)
-    use("matmul.gemm_cpu" if ctx.device.is_cpu else "matmul.gemm_gpu")
+    use("matmul.gemm_gpu" if rc.gpu_style(ctx.device) else "matmul.gemm_cpu")
     pa = table_packer(ctx, dt, *a_tabs)
     pb = table_packer(ctx, dt, b_tabs[0], b_tabs[2], b_tabs[1])
     plan = Gemm(ctx, dt, M, N, K, pa, pb, ia, ib, [(0, nb)])
@@ -68,7 +69,7 @@ def lower_matmul(node, ins, ctx) -> Step:
     b_tabs = (np.arange(bb) * K * N, np.arange(K) * N, np.arange(N))
     dt = node.shape.dtype
     skinny = 0 < M <= SKINNY_ROWS and len(ia) * N * K > th("linalg.direct_macs")
-    if ctx.device.is_cpu and skinny:
+    if skinny and not rc.gpu_style(ctx.device):
         use("matmul.skinny")
         return Step(Skinny(ctx, dt, M, N, K, ia, ib).bind)
     return product_step(ctx, node.shape.dtype, M, N, K, ia, ib, a_tabs, b_tabs)

@@ -64,7 +64,7 @@ VARIANTS = [
     _v("scan.segmented", SCANS, "axis last, few rows of >= 2 minimum segments: segment "
        "totals, carries, rescan", "reduce.min_segment_cpu"),
     _v("arg.rows_gpu", ARGS, "axis last, work-group tree", device="gpu"),
-    _v("arg.rows_cpu", ARGS, "axis last on a CPU: vector lanes"),
+    _v("arg.rows_cpu", ARGS, "axis last on a CPU: vector lanes", device="cpu"),
     _v("arg.lines", ARGS, "axis inner: one line per work-item"),
     _v("topk.private", ("TopK",), "k <= 64: candidates in private arrays"),
     _v("topk.scratch", ("TopK",), "k > 64: candidates in global scratch"),
