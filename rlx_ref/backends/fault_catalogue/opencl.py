@@ -5,6 +5,8 @@ from ..faults import Fault
 from ._patches import mod_for_middle_ones
 
 CL = "opencl"
+# CPU-variant faults run on the CPU-style kernels whatever device the machine has
+CPU_STYLE = "opencl/cpu-kernels"
 
 FAULTS = (
     Fault("cl-ew-tail", CL, "tail off-by-one", "opencl:ew.read.full",
@@ -26,7 +28,8 @@ FAULTS = (
           "the tiled transpose (CPU kernel) steps through input columns with the output's "
           "row length",
           ops="Transpose", kernel="rlx_movet",
-          edits=(("d[r * C + c] = x[src + r + c * sc];", "d[r * C + c] = x[src + r + c * C];"),)),
+          edits=(("d[r * C + c] = x[src + r + c * sc];", "d[r * C + c] = x[src + r + c * C];"),),
+          spec=CPU_STYLE),
     Fault("cl-segmented-last-partial", CL, "dropped last partial in the segmented reduce",
           "opencl:reduce.rows.segmented",
           "the combine kernel of a segmented row reduction skips the last segment",
@@ -47,18 +50,21 @@ FAULTS = (
           patches=(("rlx_ref.backends.opencl._reduce_norm:WIDE", lambda wide: "float"),),
           edits=(("    piv = L ? LDX(lo) : 0;\n", "    piv = 0;\n"),
                  ("    piv = C ? LDX(base) : 0;\n", "    piv = 0;\n"),
-                 ("re:\n    if \\(C\\) piv\\d+ = LDXV\\(base \\+ \\d+\\);", ""))),
+                 ("re:\n    if \\(C\\) piv\\d+ = LDXV\\(base \\+ \\d+\\);", "")),
+          spec=CPU_STYLE),
     Fault("cl-argmax-tie", CL, "tie order", "opencl:arg.rows_cpu",
           "ArgMax prefers the later of equal values",
           ops="ArgMax", limit=24,
           edits=(("((v) == best && (j) < idx)", "((v) == best && (j) > idx)"),
                  ("(idx < 0 || BETTER(v, best))) { best = v; idx = k; }",
-                  "(idx < 0 || BETTER(v, best) || v == best)) { best = v; idx = k; }"))),
+                  "(idx < 0 || BETTER(v, best) || v == best)) { best = v; idx = k; }")),
+          spec=CPU_STYLE),
     Fault("cl-norm-eps", CL, "eps placement", "opencl:norm.cols_cpu",
           "eps is added after the square root: 1/(sqrt(var) + eps)",
           ops="LayerNorm", dtypes="f32",
           edits=(("CT rstd = (CT)1 / sqrt(s / (CT)L + eps);",
-                  "CT rstd = (CT)1 / (sqrt(s / (CT)L) + eps);"),)),
+                  "CT rstd = (CT)1 / (sqrt(s / (CT)L) + eps);"),),
+          spec=CPU_STYLE),
     Fault("cl-round-half-up", CL, "rounding mode", "opencl:ew.read.full",
           "Round rounds halves up instead of to even",
           attr_op="Round", ops="Activation", dtypes="f32", kernel="ew_",
