@@ -70,14 +70,16 @@ def _judge(case, outs, o64, oc, overrides, promises=()):
 
 def compile_options(backend, case):
     """The case's compile options: every threshold of the backend at its floor for a
-    ``lowered-thresholds`` case (small inputs then take the large-size kernels)."""
+    ``lowered-thresholds`` case (small inputs then take the large-size kernels); a faulted
+    backend (``numba-cpu+fault:NAME``) lowers those of the real one it wraps."""
     from ..backends import variants
+    from ..backends.faults import split_spec
 
     if variants.LOWERED_TAG not in case.tags:
         return None
     from ..runtime.options import CompileOptions
 
-    return CompileOptions(thresholds=variants.lowered(backend.name))
+    return CompileOptions(thresholds=variants.lowered(split_spec(backend.name)[0]))
 
 
 def _run_backend(backend, case, res) -> list:
