@@ -38,7 +38,7 @@ FAULTS = (
                   "for t in prange(x4.shape[0] * ng * nblk - 1):"),)),
     Fault("conv-gemm-dilation-h", NB, "dilation ignored", "numba-cpu:conv.gemm.serial",
           "the im2col unfold steps kernel rows by 1 instead of the H dilation",
-          ops="Conv", tags=("dilation",), kernel="conv_gemm",
+          ops="Conv", dtypes="f32,f64", tags=("dilation", "odd"), kernel="conv_gemm",
           edits=(("iy = oy * sh + i * dh - ph", "iy = oy * sh + i - ph"),)),
     Fault("conv-gemm-par-unfold-tail", NB, "tail off-by-one", "numba-cpu:conv.gemm.par",
           "the parallel unfold leaves the last im2col row of each chunk unwritten",
@@ -76,7 +76,7 @@ FAULTS = (
     # ── Im2Col, Pool ────────────────────────────────────────────────────────
     Fault("im2col-pad-replicate", NB, "padding value", "numba-cpu:im2col.serial",
           "Im2Col fills padding taps with the nearest edge value instead of 0",
-          ops="Im2Col", tags=("padding",), kernel="im2col",
+          ops="Im2Col", dtypes="f32,f64", tags=("padding",), kernel="im2col",
           edits=(("row[col] = 0\n",
                   "row[col] = x[n, c, min(max(iy, 0), h - 1), min(max(ix, 0), w - 1)]\n"),)),
     Fault("im2col-par-tail", NB, "tail off-by-one", "numba-cpu:im2col.par",
