@@ -76,6 +76,25 @@ def test_matmul_empty_k_gives_zeros():
     assert out.shape == (2, 3, 4) and not out.any()
 
 
+@pytest.mark.parametrize("op, attrs", [("MatMul", {}), ("DotGeneral", dict(
+    lhs_contracting=(1,), rhs_contracting=(0,), lhs_batch=(), rhs_batch=()))])
+def test_products_run_the_kernel_their_plan_chose(monkeypatch, op, attrs):
+    """The product kernel is chosen at lowering, under the plan's thresholds: a run never
+    chooses again (at run time the defaults are in force, so a small product planned as
+    BLAS row blocks under lowered thresholds would run the serial loop)."""
+    from rlx_ref.backends import variants
+    from rlx_ref.backends.numba_cpu import lower_linalg
+    from rlx_ref.runtime.options import CompileOptions
+
+    shapes = [(6, 5), (5, 4)]
+    g = _graph(op, shapes, **attrs)
+    exe = NB.compile(g, CompileOptions(thresholds=variants.lowered("numba-cpu")))
+    monkeypatch.setattr(lower_linalg, "mm_call", None)       # a run-time choice would fail
+    feeds = _feeds(shapes)
+    got = exe.run(feeds)[0]
+    np.testing.assert_allclose(got, feeds["x0"] @ feeds["x1"], rtol=1e-12)
+    assert exe.variants_run() == ["numba-cpu:matmul.blas.par"]
+
 def test_dot_general_permuted_batch_at_blas_size():
     shapes = [(4, 33, 5, 17), (17, 29, 5, 4)]
     _check(_graph("DotGeneral", shapes, lhs_contracting=(3,), rhs_contracting=(0,),

@@ -186,6 +186,19 @@ def test_faulty_kernels_never_reach_the_real_backend():
     np.testing.assert_allclose(bad[:-1], want[:-1], rtol=1e-6)
 
 
+def test_a_faulted_backend_compiles_lowered_threshold_cases_at_the_real_floors():
+    """``lowered-thresholds`` cases reach the large-size variants under a fault too (the
+    faulted spec names no thresholds of its own)."""
+    from types import SimpleNamespace
+
+    from rlx_ref.backends import variants
+    from rlx_ref.conformance.runner import compile_options
+
+    _need("numba-cpu")
+    case = SimpleNamespace(tags=(variants.LOWERED_TAG,))
+    opts = compile_options(get_backend("numba-cpu+fault:pool-par-tail"), case)
+    assert opts.thresholds and opts.thresholds == variants.lowered("numba-cpu")
+
 def test_fault_specs_name_what_is_wrong():
     with pytest.raises(BackendUnavailable, match="unknown fault 'nope'.*ew-tail-serial"):
         get_backend("numba-cpu+fault:nope")

@@ -50,13 +50,4 @@ def select_faults(names=None, backends=None) -> list:
 
 # Declared kernel variants no planted fault sits in yet: the catalogue's own gap, reported
 # by --power and kept exact by tests/test_power.py (a variant that gains a fault leaves it).
-WITHOUT_FAULT = (
-    "numba-cpu:attention.f32_products", "numba-cpu:attention.f64_products",
-    "numba-cpu:attention.par", "numba-cpu:conv.1x1.par", "numba-cpu:conv.1x1.serial",
-    "numba-cpu:conv.cols.chunked", "numba-cpu:conv.cols.whole", "numba-cpu:conv.gemm.par",
-    "numba-cpu:conv.gemm.serial", "numba-cpu:conv.nhwc.par", "numba-cpu:conv.nhwc.serial",
-    "numba-cpu:convt.gemm.par", "numba-cpu:convt.gemm.serial", "numba-cpu:im2col.par",
-    "numba-cpu:im2col.serial", "numba-cpu:matmul.blas", "numba-cpu:matmul.blas.par",
-    "numba-cpu:matmul.loop.par", "numba-cpu:matmul.loop.serial", "numba-cpu:pool.par",
-    "numba-cpu:pool.serial",
-)
+WITHOUT_FAULT = ()

@@ -194,14 +194,15 @@ def mm_call(kind: str, bo: int, m: int, k: int, n: int):
     return kern.get("mm_loop_par" if par else "mm_loop"), (), False
 
 
-def batched_matmul(a3, b3, o3, ia, ib) -> None:
-    """``o3[i] = a3[ia[i]] @ b3[ib[i]]`` with the kernel the sizes and dtype call for."""
+def batched_matmul(a3, b3, o3, ia, ib, call) -> None:
+    """``o3[i] = a3[ia[i]] @ b3[ib[i]]`` with ``call``, the ``mm_call`` chosen at lowering
+    (where the plan's thresholds are in force and its variant is recorded)."""
     if o3.size == 0:
         return
     if a3.shape[2] == 0:
         o3[...] = 0
         return
-    fn, extra, blas = mm_call(o3.dtype.kind, *o3.shape[:2], a3.shape[2], o3.shape[2])
+    fn, extra, blas = call
     if blas:
         blas_serial(fn, a3, b3, o3, ia, ib, *extra)
     else:
@@ -216,6 +217,14 @@ def _batch_maps(a_batch: tuple, b_batch: tuple, out_batch: tuple):
     return flat(a_batch), flat(b_batch)
 
 
+def _lowered_call(node, bo: int, m: int, k: int, n: int):
+    """``mm_call`` for the node's product (floats in their working precision), or None when
+    the product is empty (nothing runs)."""
+    if not bo * m * n * k:
+        return None
+    return mm_call("f" if node.shape.dtype.is_float else "i", bo, m, k, n)
+
+
 @lowers("MatMul", FLOATS + (DType.I32, DType.I64), reason=SHADOW_NOTE)
 def lower_matmul(node, ins, ctx) -> Step:
     (a_dims, b_dims), out_dims = (tuple(s.dims) for s in ins), tuple(node.shape.dims)
@@ -223,17 +232,18 @@ def lower_matmul(node, ins, ctx) -> Step:
     ia, ib = _batch_maps(a_dims[:-2], b_dims[:-2], out_dims[:-2])
     ba, bb, bo = (math.prod(d[:-2]) for d in (a_dims, b_dims, out_dims))
     kernel = matmul_kernel()
+    call = _lowered_call(node, bo, m, k, n)
 
     def run(out, a, b):
         a3, b3 = work(a).reshape(ba, m, k), work(b).reshape(bb, k, n)
         tmp = shadow_out(out)
         o = out if tmp is None else tmp
-        batched_matmul(a3, b3, o.reshape(bo, m, n), ia, ib)
+        batched_matmul(a3, b3, o.reshape(bo, m, n), ia, ib, call)
         finish(out, tmp)
     jit = None
     if node.shape.dtype not in SIXTEEN and all(d not in SIXTEEN for d in
-                                               (ins[0].dtype, ins[1].dtype)) and bo * m * n * k:
-        fn, extra, _ = mm_call(node.shape.dtype.np.kind, bo, m, k, n)
+                                               (ins[0].dtype, ins[1].dtype)) and call:
+        fn, extra, _ = call
         jit = JitCall(fn, (f"{{0}}.reshape(({ba}, {m}, {k}))", f"{{1}}.reshape(({bb}, {k}, {n}))",
                            f"{{out}}.reshape(({bo}, {m}, {n}))"), (ia, ib, *extra))
     return Step(run, [kernel], jit=jit)
@@ -255,6 +265,7 @@ def lower_dot_general(node, ins, ctx) -> Step:
     lperm, rperm = lb + lf + lc, rb + rc + rf
     ia = ib = np.arange(bsz, dtype=np.int64)
     kernel = matmul_kernel()
+    call = _lowered_call(node, bsz, m, k, n)
 
     def arrange(x, perm, shape):
         x = work(x)
@@ -266,7 +277,7 @@ def lower_dot_general(node, ins, ctx) -> Step:
         a3, b3 = arrange(lhs, lperm, (bsz, m, k)), arrange(rhs, rperm, (bsz, k, n))
         tmp = shadow_out(out)
         o = out if tmp is None else tmp
-        batched_matmul(a3, b3, o.reshape(bsz, m, n), ia, ib)
+        batched_matmul(a3, b3, o.reshape(bsz, m, n), ia, ib, call)
         finish(out, tmp)
     return Step(run, [kernel])
 
