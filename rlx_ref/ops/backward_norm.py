@@ -73,11 +73,11 @@ def _rms_scale(m, x, axes, eps):
 
 
 def rms_input(m, a, x, gamma, beta, dy):
-    """(g - x·mean(g·x)/r²) / r, as RLX's rms_norm_backward_row."""
+    """(g - x·mean(g·x)/r²) / r."""
     ax = a.axis % len(m.dims(x))
     inv_r = _rms_scale(m, x, (ax,), a.eps)
     g = dy * _along(m, gamma, ax, x)
-    return (g - x * m.mean(g * x, (ax,)) * (inv_r * inv_r * inv_r)) * inv_r
+    return (g - x * m.mean(g * x, (ax,)) * (inv_r * inv_r)) * inv_r
 
 
 def rms_gamma(m, a, x, gamma, beta, dy):
@@ -320,6 +320,9 @@ _RMS_NAMES = ("x", "gamma", "beta", "dy")
 _RMS_C = (_AXIS_C2, "C3: gamma and beta hold exactly C = x.dims[axis] elements.", "C4: " + _DY)
 _RMS_NOTE = ("RLX passes beta although no RMSNorm gradient reads it. Its CPU kernels read "
              "the last axis whatever `axis` says; here `axis` is the feature axis.")
+_RMS_IN_NOTE = (_RMS_NOTE + " RLX 0.2.2's kernels (CPU `rms_norm_backward_row`, CUDA, "
+                "WGSL) compute `(g - x·mean(g·x)/r³)/r`, an extra 1/r on the cross term; "
+                "later RLX fixed its composition to the derivative used here.")
 
 _register(
     "RmsNormBackwardInput", AxisNormAttrs, "struct", _RMS_NAMES, _x_shape,
@@ -327,7 +330,7 @@ _register(
     "The gradient of RmsNorm with respect to its input. With `r = sqrt(mean(x²) + eps)` "
     "over `axis` and `g = dy·gamma`: `dx = (g - x·mean(g·x)/r²) / r`.",
     (_C1 + "the output has x's shape and dtype.",) + _RMS_C,
-    axis_samples("RmsNormBackwardInput"), _AXIS_IN, _RMS_NOTE)
+    axis_samples("RmsNormBackwardInput"), _AXIS_IN, _RMS_IN_NOTE)
 
 _register(
     "RmsNormBackwardGamma", AxisNormAttrs, "struct", _RMS_NAMES, lambda s, a: s[1],
