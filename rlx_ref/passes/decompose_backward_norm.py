@@ -110,6 +110,11 @@ class GraphMath:
 GRAPH = GraphMath()
 PRODUCES = ("Binary", "Activation", "Compare", "Where", "Reduce", "Reshape", "Constant",
             "Cast")
+KINDS = ("ReluBackward", "ActivationBackward") + tuple(RULES)   # what this module decomposes
+FLOAT_DTYPES = (DType.F32, DType.F64, DType.F16, DType.BF16)
+REASON = ("no kernel: rewritten into Binary, Activation, Compare, Where, Reduce, Reshape "
+          "and Cast (in f32, or f64 when an operand is f64; 16-bit operands cast to f32 "
+          "and the result back once)")
 
 
 def _work_dtype(g, ins) -> DType:
@@ -162,4 +167,5 @@ def _norm_decomposition(kind: str):
 for _kind in RULES:
     _norm_decomposition(_kind)
 
-__all__ = ["GRAPH", "GraphMath", "Node", "lower_activation_backward", "lower_relu_backward"]
+__all__ = ["FLOAT_DTYPES", "GRAPH", "GraphMath", "KINDS", "Node", "REASON",
+           "lower_activation_backward", "lower_relu_backward"]
