@@ -225,9 +225,14 @@ _PAIR_CONSTRAINTS = (
     "C3: dy has exactly x's dims (RLX builds both from one forward node: no broadcasting).",
 )
 
+def _x_shape(s, a):
+    """x's shape and dtype"""
+    return s[0]
+
+
 register(OpDef(
     kind="ReluBackward", family="backward", arity=2, caps=Caps.NONE,
-    infer=lambda s, a: s[0], check=lambda s, a, o: _check_pair(s, "ReluBackward"),
+    infer=_x_shape, check=lambda s, a, o: _check_pair(s, "ReluBackward"),
     reference=lambda ctx, x, dy: grad_reference("Relu", x, dy, ctx.out_np),
     input_names=("x", "dy"),
     doc="The gradient of Relu: `dx = dy` where `x > 0`, else `0`. At the kink the "
@@ -243,7 +248,7 @@ register(OpDef(
 
 register(OpDef(
     kind="ActivationBackward", family="backward", attrs=ActivationBackwardAttrs,
-    payload="struct", arity=2, caps=Caps.NONE, infer=lambda s, a: s[0],
+    payload="struct", arity=2, caps=Caps.NONE, infer=_x_shape,
     check=_check_activation_backward,
     reference=lambda ctx, x, dy: grad_reference(ctx.attrs.kind, x, dy, ctx.out_np),
     input_names=("x", "dy"),

@@ -17,7 +17,14 @@ from ..conformance.accuracy import reduction, ulp
 from ..ir.dtype import DType
 from ..ir.shape import Dyn, Shape
 from ._backward_math import NUMPY, work_arrays
-from .normalization import AxisNormAttrs, EpsAttrs, GroupNormAttrs, _check_vector
+from ._backward_norm_checks import (
+    check_axis_kind,
+    check_bn_kind,
+    check_group_kind,
+    groups_divide,
+)
+from ._backward_norm_samples import axis_samples, bn_samples, group_samples
+from .normalization import AxisNormAttrs, EpsAttrs, GroupNormAttrs
 from .opdef import Caps, OpDef, register, want
 
 FLOATS = (DType.F32, DType.F64, DType.F16, DType.BF16)
@@ -93,7 +100,7 @@ def rms_beta(m, a, x, gamma, beta, dy):
 def _group_rows(m, a, x) -> tuple:
     """[N, groups, C/groups · spatial]: one row per (sample, group)."""
     dims = m.dims(x)
-    _groups_divide(dims[1], a.num_groups)
+    groups_divide(dims[1], a.num_groups)
     return (dims[0], a.num_groups, math.prod(dims[1:]) // a.num_groups)
 
 
@@ -156,88 +163,6 @@ def _reference(kind: str):
     return ref
 
 
-# ── verifier rules ────────────────────────────────────────────────────────
-
-def _groups_divide(c, groups: int) -> None:
-    """num_groups divides C; capped at max(C, 1), as the forward GroupNorm."""
-    want(0 < groups <= max(c, 1) and c % groups == 0,
-         f"(C4) num_groups ({groups}) must divide the channel count C ({c}) and lie in "
-         f"1..{max(c, 1)}")
-
-
-def _floats(shapes, kind: str, names: tuple):
-    for s, n in zip(shapes, names):
-        want(s.dtype.is_float, f"(C1) {kind} operand `{n}` must be a float tensor, got "
-                               f"{s.dtype}")
-
-
-def _like_x(dy: Shape, x: Shape, kind: str, cid: str):
-    same = dy.rank == x.rank and all(a == b or isinstance(a, Dyn) or isinstance(b, Dyn)
-                                     for a, b in zip(x.dims, dy.dims))
-    want(same and dy.dtype == x.dtype,
-         f"({cid}) {kind} `dy` must have x's shape and dtype {x}, got {dy}")
-
-
-def _declared(out: Shape, x: Shape, feat, kind: str, cid: str):
-    """A gradient of a [C] vector: a float tensor of C elements (RLX takes the shape from
-    the caller: gamma's, usually [C], in gamma's dtype)."""
-    want(out.dtype.is_float, f"(C1) {kind} output must be a float tensor, got {out.dtype}")
-    _check_vector(out, feat, kind, "output", cid)
-
-
-def _axis(x: Shape, axis: int) -> int:
-    want(-x.rank <= axis < x.rank,
-         f"(C2) axis {axis} is out of range for rank {x.rank} (expected {-x.rank}.."
-         f"{x.rank - 1})")
-    return axis % x.rank
-
-
-def _check_axis_kind(kind: str, names: tuple, vectors: tuple, declared: bool):
-    """Checks of a LayerNorm/RmsNorm gradient: ``vectors`` name the [C] operands."""
-    def check(shapes, a, out):
-        _floats(shapes, kind, names)
-        x = shapes[0]
-        feat = x.dims[_axis(x, a.axis)]
-        for i in vectors:
-            _check_vector(shapes[i], feat, kind, names[i], "C3")
-        if declared:
-            _declared(out, x, feat, kind, "C3")
-        _like_x(shapes[-1], x, kind, "C4")
-    return check
-
-
-def _check_group_kind(kind: str, names: tuple, declared: bool):
-    def check(shapes, a, out):
-        _floats(shapes, kind, names)
-        x = shapes[0]
-        want(x.rank >= 2, f"(C2) {kind} needs x of shape [N, C, *spatial] (rank >= 2), got "
-                          f"rank {x.rank}")
-        c = x.dims[1]
-        for i in range(1, len(shapes) - 1):
-            _check_vector(shapes[i], c, kind, names[i], "C3")
-        if declared:
-            _declared(out, x, c, kind, "C3")
-        want(a.num_groups > 0, f"(C4) {kind} num_groups must be positive, got 0")
-        if not isinstance(c, Dyn):
-            _groups_divide(c, a.num_groups)
-        _like_x(shapes[-1], x, kind, "C5")
-    return check
-
-
-def _check_bn_kind(kind: str, names: tuple, declared: bool):
-    def check(shapes, a, out):
-        _floats(shapes, kind, names)
-        x = shapes[0]
-        want(x.rank >= 1, f"(C2) {kind} needs x of rank >= 1 (channels on the last axis), "
-                          f"got a 0-d tensor")
-        for i in range(1, len(shapes) - 1):
-            _check_vector(shapes[i], x.dims[-1], kind, names[i], "C3")
-        if declared:
-            _declared(out, x, x.dims[-1], kind, "C3")
-        if len(shapes) > 1:
-            _like_x(shapes[-1], x, kind, "C4")
-    return check
-
 # ── registrations ─────────────────────────────────────────────────────────
 
 def _rows(shape: Shape, feat) -> int:
@@ -280,14 +205,22 @@ def _register(kind, attrs, payload, names, infer, check, doc, constraints, sampl
 
 
 def _x_shape(s, a):
+    """x's shape and dtype"""
     return s[0]
 
 
-def _declared_shape(s, a):
-    return None
+def _gamma_shape(s, a):
+    """gamma's shape and dtype (operand 1)"""
+    return s[1]
 
 
-from ._backward_norm_samples import axis_samples, bn_samples, group_samples  # noqa: E402
+def _beta_shape(s, a):
+    """beta's shape and dtype (operand 2)"""
+    return s[2]
+
+
+_declared_shape = None      # the caller declares the vector's shape, as RLX
+
 
 _C1 = "C1: every operand is a float tensor; "
 _AXIS_C2 = "C2: `axis` is in -rank..rank-1 (x has rank >= 1)."
@@ -297,7 +230,7 @@ _LN_NOTE = ("RLX's CPU kernels read the last axis whatever `axis` says (as its f
 
 _register(
     "LayerNormBackwardInput", AxisNormAttrs, "struct", ("x", "gamma", "dy"), _x_shape,
-    _check_axis_kind("LayerNormBackwardInput", ("x", "gamma", "dy"), (1,), False),
+    check_axis_kind("LayerNormBackwardInput", ("x", "gamma", "dy"), (1,), False),
     "The gradient of LayerNorm with respect to its input. With `x̂ = (x - mean)/σ`, "
     "`σ = sqrt(var + eps)` recomputed from x over `axis` and `g = dy·gamma`: "
     "`dx = (g - mean(g) - x̂·mean(g·x̂)) / σ` (means over the feature axis). The exact "
@@ -308,7 +241,7 @@ _register(
 
 _register(
     "LayerNormBackwardGamma", AxisNormAttrs, "struct", ("x", "dy"), _declared_shape,
-    _check_axis_kind("LayerNormBackwardGamma", ("x", "dy"), (), True),
+    check_axis_kind("LayerNormBackwardGamma", ("x", "dy"), (), True),
     "The gradient of LayerNorm with respect to gamma: `Σ dy·x̂` over every axis but "
     "`axis`, with x̂ recomputed from x as the forward. The output shape is declared (RLX "
     "passes gamma's shape, which the operands do not carry).",
@@ -326,23 +259,23 @@ _RMS_IN_NOTE = (_RMS_NOTE + " RLX 0.2.2's kernels (CPU `rms_norm_backward_row`, 
 
 _register(
     "RmsNormBackwardInput", AxisNormAttrs, "struct", _RMS_NAMES, _x_shape,
-    _check_axis_kind("RmsNormBackwardInput", _RMS_NAMES, (1, 2), False),
+    check_axis_kind("RmsNormBackwardInput", _RMS_NAMES, (1, 2), False),
     "The gradient of RmsNorm with respect to its input. With `r = sqrt(mean(x²) + eps)` "
     "over `axis` and `g = dy·gamma`: `dx = (g - x·mean(g·x)/r²) / r`.",
     (_C1 + "the output has x's shape and dtype.",) + _RMS_C,
     axis_samples("RmsNormBackwardInput"), _AXIS_IN, _RMS_IN_NOTE)
 
 _register(
-    "RmsNormBackwardGamma", AxisNormAttrs, "struct", _RMS_NAMES, lambda s, a: s[1],
-    _check_axis_kind("RmsNormBackwardGamma", _RMS_NAMES, (1, 2), False),
+    "RmsNormBackwardGamma", AxisNormAttrs, "struct", _RMS_NAMES, _gamma_shape,
+    check_axis_kind("RmsNormBackwardGamma", _RMS_NAMES, (1, 2), False),
     "The gradient of RmsNorm with respect to gamma: `Σ dy·x/r` over every axis but `axis`, "
     "r recomputed from x as the forward. The output has gamma's shape.",
     (_C1 + "the output has gamma's shape and dtype.",) + _RMS_C,
     axis_samples("RmsNormBackwardGamma"), _AXIS_VEC, _RMS_NOTE)
 
 _register(
-    "RmsNormBackwardBeta", AxisNormAttrs, "struct", _RMS_NAMES, lambda s, a: s[2],
-    _check_axis_kind("RmsNormBackwardBeta", _RMS_NAMES, (1, 2), False),
+    "RmsNormBackwardBeta", AxisNormAttrs, "struct", _RMS_NAMES, _beta_shape,
+    check_axis_kind("RmsNormBackwardBeta", _RMS_NAMES, (1, 2), False),
     "The gradient of RmsNorm with respect to beta: `Σ dy` over every axis but `axis` "
     "(x, gamma and eps do not enter). The output has beta's shape.",
     (_C1 + "the output has beta's shape and dtype.",) + _RMS_C,
@@ -355,7 +288,7 @@ _GN_NOTE = ("RLX's CPU kernels read x as NCHW (rank 4); the reference accepts an
 
 _register(
     "GroupNormBackwardInput", GroupNormAttrs, "struct", _RMS_NAMES, _x_shape,
-    _check_group_kind("GroupNormBackwardInput", _RMS_NAMES, False),
+    check_group_kind("GroupNormBackwardInput", _RMS_NAMES, False),
     "The gradient of GroupNorm with respect to its input: per sample and group of C/groups "
     "channels, `dx = (g - mean(g) - x̂·mean(g·x̂)) / σ` with `g = dy·gamma[c]` and the "
     "means over the group's channels and spatial positions (x̂ and σ as the forward). "
@@ -369,7 +302,7 @@ for _kind, _what, _acc in (("GroupNormBackwardGamma", "`Σ dy·x̂`", _GROUP_VEC
                             _beta_sum(1, lambda a, s: s[0].dims[1]))):
     _register(
         _kind, GroupNormAttrs, "struct", ("x", "dy"), _declared_shape,
-        _check_group_kind(_kind, ("x", "dy"), True),
+        check_group_kind(_kind, ("x", "dy"), True),
         f"The gradient of GroupNorm with respect to {_kind[17:].lower()}: {_what} over "
         "the batch and spatial axes, per channel. The output shape is declared (RLX passes "
         "the vector's shape).",
@@ -384,7 +317,7 @@ _BN_NOTE = ("As the forward BatchNormInference, channels are the LAST axis. mean
 _register(
     "BatchNormInferenceBackwardInput", EpsAttrs, "struct",
     ("x", "gamma", "running_mean", "running_var", "dy"), _x_shape,
-    _check_bn_kind("BatchNormInferenceBackwardInput",
+    check_bn_kind("BatchNormInferenceBackwardInput",
                    ("x", "gamma", "running_mean", "running_var", "dy"), False),
     "The gradient of BatchNormInference with respect to x: `dx = dy·(gamma / sqrt(var + "
     "eps))` per channel (the last axis). x and running_mean do not enter; RLX passes them.",
@@ -396,7 +329,7 @@ _register(
 _register(
     "BatchNormInferenceBackwardGamma", EpsAttrs, "struct",
     ("x", "running_mean", "running_var", "dy"), _declared_shape,
-    _check_bn_kind("BatchNormInferenceBackwardGamma",
+    check_bn_kind("BatchNormInferenceBackwardGamma",
                    ("x", "running_mean", "running_var", "dy"), True),
     "The gradient of BatchNormInference with respect to gamma: `Σ dy·(x - mean)/sqrt(var + "
     "eps)` over every axis but the last. The output shape is declared (gamma's).",
@@ -406,7 +339,7 @@ _register(
 
 _register(
     "BatchNormInferenceBackwardBeta", None, "unit", ("dy",), _declared_shape,
-    _check_bn_kind("BatchNormInferenceBackwardBeta", ("dy",), True),
+    check_bn_kind("BatchNormInferenceBackwardBeta", ("dy",), True),
     "The gradient of BatchNormInference with respect to beta: `Σ dy` over every axis but "
     "the last. A unit payload (no eps); the output shape is declared (beta's).",
     (_C1 + "the output is a float tensor.", "C2: dy has rank >= 1; its last dim is C.",
