@@ -240,3 +240,51 @@ def test_graph_with_a_declared_gradient_shape_round_trips():
                         [_f32(1, 4, 3), _f32(1, 4, 3)], out=_f32(1, 4, 1))
     text = print_graph(g)
     assert parse(text) == g and '{"GroupNormBackwardGamma":' in text
+
+
+# ── dynamic dims and the backends' claims ──────────────────────────────────
+
+def test_dynamic_dims_are_checked_at_run_time():
+    from rlx_ref.interpret import InterpretError, Interpreter
+    from rlx_ref.ir.shape import Dyn
+
+    g = single_op_graph("LayerNormBackwardGamma", AxisNormAttrs(-1, 1e-5),
+                        [Shape((Dyn(0), 4), DType.F32)] * 2, out=_f32(4))
+    x, dy = RNG.standard_normal((3, 4)).astype(np.float32), np.ones((3, 4), np.float32)
+    got = Interpreter(g).run({"x0": x, "x1": dy})[0]
+    np.testing.assert_allclose(got, run_single("LayerNormBackwardGamma", g.nodes[-1].attrs,
+                                               x, dy, out=_f32(4)), rtol=0)
+    g = single_op_graph("RmsNormBackwardInput", AxisNormAttrs(-1, 1e-5),
+                        [Shape((2, Dyn(0)), DType.F32), Shape((Dyn(1),), DType.F32),
+                         _f32(4), Shape((2, Dyn(0)), DType.F32)])
+    assert verify_single("RmsNormBackwardInput", g.nodes[-1].attrs,
+                         [g.shape(i) for i in g.nodes[-1].inputs]) == []
+    with pytest.raises(InterpretError, match=r"\(C3\) a per-feature vector has 3 elements"):
+        Interpreter(g).run({"x0": np.ones((2, 4), np.float32), "x1": np.ones(3, np.float32),
+                            "x2": np.ones(4, np.float32), "x3": np.ones((2, 4), np.float32)})
+
+
+@pytest.mark.parametrize("backend", ["numba-cpu", "opencl", "cuda"])
+def test_backends_claim_the_kinds_through_their_decompositions(backend):
+    """Each sample compiles for the backend into kinds it lowers natively (nothing is run
+    on a device here: the rewritten graph runs on the oracle)."""
+    from rlx_ref.backends.registry import get_backend
+    from rlx_ref.interpret import interpret
+    from rlx_ref.ops.opdef import get
+    from rlx_ref.passes import compile_pipeline
+    from rlx_ref.passes.decompose_backward_norm import KINDS
+
+    b = get_backend(backend)
+    if backend == "opencl" and not b.availability()[0]:     # its claim reads the device
+        pytest.skip(b.availability()[1])
+    paths = b.paths()
+    for kind in KINDS:
+        assert paths[kind] == "decomposed" and b.path_reasons()[kind]
+        s = get(kind).samples(RNG)[0]
+        g = single_op_graph(kind, s.attrs, s.inputs, s.out)
+        lowered, report = compile_pipeline(g, b)
+        assert not {n.kind for n in lowered.nodes} & set(KINDS), kind
+        assert report.path_of(kind) == "rewritten"
+        feeds = {f"x{i}": a for i, a in enumerate(s.inputs)}
+        np.testing.assert_allclose(interpret(lowered, feeds)[0], interpret(g, feeds)[0],
+                                   rtol=1e-6, atol=1e-7, err_msg=kind)
