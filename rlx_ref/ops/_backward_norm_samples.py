@@ -2,7 +2,9 @@
 
 Each family has one list of forward configurations (x, its per-feature vectors, payload,
 tags); every backward kind of the family takes the operands it needs from each, plus an
-upstream gradient ``dy`` shaped like x, and adds hand-computed cases.
+upstream gradient ``dy`` shaped like x, and adds hand-computed cases. Two configurations
+are f32, which the conformance cases re-run in f64, f16 and bf16; the layout and value
+edge cases are pinned to f16 (the f32 path between casts) or f64, one case each.
 """
 from __future__ import annotations
 
@@ -15,8 +17,15 @@ from .opdef import Sample
 _NAN, _INF = np.nan, np.inf
 
 
-def _f32(*xs):
-    return tuple(np.asarray(v, np.float32) for v in xs)
+def _f64(*xs):
+    return tuple(np.asarray(v, np.float64) for v in xs)
+
+
+def _as(dtype, *arrays):
+    return tuple(np.asarray(a).astype(dtype) for a in arrays)
+
+
+F16, F64 = np.float16, np.float64
 
 
 def _offset_rows(rng, shape):
@@ -30,25 +39,21 @@ def _offset_rows(rng, shape):
 def _axis_configs(rng):
     r = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
     A = AxisNormAttrs
-    x_nan = _f32([[1, _NAN, 2], [_INF, 0, 1], [1, 2, 4]])[0]
+    x_nan = [[1, _NAN, 2], [_INF, 0, 1], [1, 2, 4]]
     return [
         ((r(2, 5), r(5), r(5)), A(-1, 1e-5), ("prime-length",)),
-        ((r(2, 3, 4), r(4), r(4)), A(2, 1e-5), ("rank-3",)),
-        ((r(2, 3, 4), r(3), r(3)), A(1, 1e-5), ("axis", "non-last-axis")),
-        ((r(3, 4), r(1, 4), r(4, 1)), A(-1, 1e-6), ("broadcast", "gamma-rank-2")),
+        ((_offset_rows(rng, (2, 8)), r(8), r(8)), A(-1, 1e-5), ("large-offset",)),
+        (_as(F16, r(2, 3, 4), r(4), r(4)), A(2, 1e-5), ("rank-3", "f16")),
+        (_as(F64, r(2, 3, 4), r(3), r(3)), A(1, 1e-5), ("axis", "non-last-axis", "f64")),
+        (_as(F16, r(3, 4), r(1, 4), r(4, 1)), A(-1, 1e-6), ("broadcast", "gamma-rank-2")),
         # one feature: LayerNorm's dx is exactly 0; RmsNorm's is g·eps/(x² + eps), which
         # is all cancellation unless x² is on the scale of eps
-        ((r(3, 1) * 1e-3, r(1), r(1)), A(-1, 1e-5), ("size-1",)),
-        ((r(6), r(6), r(6)), A(0, 1e-5), ("rank-1",)),
-        ((np.zeros((0, 4), np.float32), r(4), r(4)), A(-1, 1e-5), ("empty",)),
-        ((x_nan, r(3), r(3)), A(-1, 1e-5), ("nan", "inf")),
-        ((np.full((2, 4), 3.0, np.float32), r(4), r(4)), A(-1, 1e-5),
-         ("constant-row", "ties")),
-        ((_offset_rows(rng, (2, 8)), r(8), r(8)), A(-1, 1e-5), ("large-offset",)),
-        ((rng.standard_normal((2, 6)), rng.standard_normal(6), rng.standard_normal(6)),
-         A(-1, 1e-5), ("f64",)),
-        (tuple(t.astype(np.float16) for t in (r(2, 8), r(8), r(8))), A(-1, 1e-5),
-         ("f16",)),
+        (_as(F64, r(3, 1) * 1e-3, r(1), r(1)), A(-1, 1e-5), ("size-1", "f64")),
+        (_as(F16, r(6), r(6), r(6)), A(0, 1e-5), ("rank-1", "f16")),
+        (_as(F64, np.zeros((0, 4)), r(4), r(4)), A(-1, 1e-5), ("empty", "f64")),
+        (_as(F16, x_nan, r(3), r(3)), A(-1, 1e-5), ("nan", "inf", "f16")),
+        (_as(F64, np.full((2, 4), 3.0), r(4), r(4)), A(-1, 1e-5),
+         ("constant-row", "ties", "f64")),
     ]
 
 
@@ -57,24 +62,24 @@ def _dy(rng, x):
 
 
 # hand cases: x rows (-1, -1, 1, 1) and (3, 3, 5, 5) both normalize to (-1, -1, 1, 1)
-_LN_X = _f32([[-1, -1, 1, 1], [3, 3, 5, 5]])[0]
+_LN_X = _f64([[-1, -1, 1, 1], [3, 3, 5, 5]])[0]
 _HAND = {
     # row 0: g = (2, 0, 0, 0), mean g = 1/2, mean g·x̂ = -1/2 -> (1, -1, 0, 0); row 1: dy 0
-    "LayerNormBackwardInput": (_f32(_LN_X, [2, 1, 1, 1], [[1, 0, 0, 0], [0, 0, 0, 0]]),
-                               _f32([[1, -1, 0, 0], [0, 0, 0, 0]])[0]),
+    "LayerNormBackwardInput": (_f64(_LN_X, [2, 1, 1, 1], [[1, 0, 0, 0], [0, 0, 0, 0]]),
+                               _f64([[1, -1, 0, 0], [0, 0, 0, 0]])[0]),
     # Σ dy·x̂ over the two rows
-    "LayerNormBackwardGamma": (_f32(_LN_X, [[1, 2, 3, 4], [1, 1, 1, 1]]),
-                               _f32([-2, -3, 4, 5])[0]),
+    "LayerNormBackwardGamma": (_f64(_LN_X, [[1, 2, 3, 4], [1, 1, 1, 1]]),
+                               _f64([-2, -3, 4, 5])[0]),
     # rms 1: dx = g - x·mean(g·x) = (1, 0, 0, 0) - 1/4; rms 2: (g - x·(1/2)/4)/2
-    "RmsNormBackwardInput": (_f32([[1, 1, 1, 1], [2, -2, 2, -2]], [1, 1, 1, 1], [0, 0, 0, 0],
+    "RmsNormBackwardInput": (_f64([[1, 1, 1, 1], [2, -2, 2, -2]], [1, 1, 1, 1], [0, 0, 0, 0],
                                   [[1, 0, 0, 0], [1, 0, 0, 0]]),
-                             _f32([[0.75, -0.25, -0.25, -0.25],
+                             _f64([[0.75, -0.25, -0.25, -0.25],
                                    [0.375, 0.125, -0.125, 0.125]])[0]),
     # rms of (2, -2, 2, -2) is 2: x/r = ±1
-    "RmsNormBackwardGamma": (_f32([[1, 1, 1, 1], [2, -2, 2, -2]], [1, 1, 1, 1], [0, 0, 0, 0],
-                                  [[1, 2, 3, 4], [1, 1, 1, 1]]), _f32([2, 1, 4, 3])[0]),
-    "RmsNormBackwardBeta": (_f32([[1, 1, 1, 1], [2, -2, 2, -2]], [1, 1, 1, 1], [0, 0, 0, 0],
-                                 [[1, 2, 3, 4], [1, 1, 1, 1]]), _f32([2, 3, 4, 5])[0]),
+    "RmsNormBackwardGamma": (_f64([[1, 1, 1, 1], [2, -2, 2, -2]], [1, 1, 1, 1], [0, 0, 0, 0],
+                                  [[1, 2, 3, 4], [1, 1, 1, 1]]), _f64([2, 1, 4, 3])[0]),
+    "RmsNormBackwardBeta": (_f64([[1, 1, 1, 1], [2, -2, 2, -2]], [1, 1, 1, 1], [0, 0, 0, 0],
+                                 [[1, 2, 3, 4], [1, 1, 1, 1]]), _f64([2, 3, 4, 5])[0]),
 }
 
 
@@ -113,30 +118,26 @@ def _group_configs(rng):
     xn[0, 1, 0, 0] = _NAN
     return [
         ((r(2, 4, 3, 5), r(4), r(4)), G(2, 1e-5), ("prime-length",)),
-        ((r(1, 6, 7), r(6), r(6)), G(2, 1e-5), ("rank-3", "odd")),
-        ((r(2, 4, 2, 2), r(1, 4, 1, 1), r(4)), G(2, 1e-6), ("broadcast",)),
-        ((r(2, 6, 3), r(6), r(6)), G(6, 1e-5), ("groups=C",)),
-        ((r(2, 6, 3), r(6), r(6)), G(1, 1e-5), ("groups=1",)),
-        ((r(3, 6), r(6), r(6)), G(2, 1e-5), ("rank-2",)),
-        ((r(2, 4, 1, 1), r(4), r(4)), G(4, 1e-5), ("size-1",)),     # x̂ = 0: dx = 0
-        ((np.zeros((0, 4, 2, 2), np.float32), r(4), r(4)), G(2, 1e-5), ("empty",)),
-        ((r(1, 2, 0, 3), r(2), r(2)), G(2, 1e-5), ("empty",)),
-        ((xn, r(4), r(4)), G(2, 1e-5), ("nan",)),
         ((_offset_rows(rng, (1, 4, 2, 2)), r(4), r(4)), G(2, 1e-5), ("large-offset",)),
-        ((rng.standard_normal((2, 4, 3)), rng.standard_normal(4), rng.standard_normal(4)),
-         G(2, 1e-5), ("f64",)),
-        (tuple(t.astype(np.float16) for t in (r(1, 4, 2, 3), r(4), r(4))), G(2, 1e-5),
-         ("f16",)),
+        (_as(F16, r(1, 6, 7), r(6), r(6)), G(2, 1e-5), ("rank-3", "odd", "f16")),
+        (_as(F64, r(2, 4, 2, 2), r(1, 4, 1, 1), r(4)), G(2, 1e-6), ("broadcast", "f64")),
+        (_as(F16, r(2, 6, 3), r(6), r(6)), G(6, 1e-5), ("groups=C", "f16")),
+        (_as(F64, r(2, 6, 3), r(6), r(6)), G(1, 1e-5), ("groups=1", "f64")),
+        (_as(F16, r(3, 6), r(6), r(6)), G(2, 1e-5), ("rank-2", "f16")),
+        (_as(F64, r(2, 4, 1, 1), r(4), r(4)), G(4, 1e-5), ("size-1", "f64")),  # dx = 0
+        (_as(F16, np.zeros((0, 4, 2, 2)), r(4), r(4)), G(2, 1e-5), ("empty", "f16")),
+        (_as(F64, r(1, 2, 0, 3), r(2), r(2)), G(2, 1e-5), ("empty", "f64")),
+        (_as(F16, xn, r(4), r(4)), G(2, 1e-5), ("nan", "f16")),
     ]
 
 
 # one group over x = (-1, -1 | 1, 1) (channels of [1, 2, 1, 2]): mean 0, var 1, x̂ = x
-_GN_X = _f32([[[[-1, -1]], [[1, 1]]]])[0]
+_GN_X = _f64([[[[-1, -1]], [[1, 1]]]])[0]
 _GN_HAND = {
-    "GroupNormBackwardInput": ((_GN_X, *_f32([2, 1], [0, 0], [[[[1, 0]], [[0, 0]]]])),
-                               _f32([[[[1, -1]], [[0, 0]]]])[0]),
-    "GroupNormBackwardGamma": ((_GN_X, *_f32([[[[1, 2]], [[3, 4]]]])), _f32([-3, 7])[0]),
-    "GroupNormBackwardBeta": ((_GN_X, *_f32([[[[1, 2]], [[3, 4]]]])), _f32([3, 7])[0]),
+    "GroupNormBackwardInput": ((_GN_X, *_f64([2, 1], [0, 0], [[[[1, 0]], [[0, 0]]]])),
+                               _f64([[[[1, -1]], [[0, 0]]]])[0]),
+    "GroupNormBackwardGamma": ((_GN_X, *_f64([[[[1, 2]], [[3, 4]]]])), _f64([-3, 7])[0]),
+    "GroupNormBackwardBeta": ((_GN_X, *_f64([[[[1, 2]], [[3, 4]]]])), _f64([3, 7])[0]),
 }
 
 
@@ -165,22 +166,19 @@ def _bn_configs(rng):
     var = lambda *s: (rng.random(s) + 0.5).astype(np.float32)  # noqa: E731
     return [
         ((r(2, 5), r(5), r(5), var(5)), ("prime-length",)),
-        ((r(2, 3, 4), r(4), r(4), var(4)), ("rank-3",)),
-        ((r(3), r(3), r(3), var(3)), ("rank-1",)),
-        ((r(2, 4), r(1, 4), r(4, 1), var(4)), ("broadcast",)),
-        ((np.zeros((0, 3), np.float32), r(3), r(3), var(3)), ("empty",)),
-        ((_f32([[_NAN, _INF], [1, 2]])[0], *_f32([1, 1], [0, 0], [1, 1])), ("nan", "inf")),
-        ((rng.standard_normal((2, 3)), rng.standard_normal(3), rng.standard_normal(3),
-          rng.random(3) + 0.5), ("f64",)),
-        (tuple(t.astype(np.float16) for t in (r(2, 3), r(3), r(3), var(3))), ("f16",)),
+        (_as(F16, r(2, 3, 4), r(4), r(4), var(4)), ("rank-3", "f16")),
+        (_as(F64, r(3), r(3), r(3), var(3)), ("rank-1", "f64")),
+        (_as(F16, r(2, 4), r(1, 4), r(4, 1), var(4)), ("broadcast", "f16")),
+        (_as(F64, np.zeros((0, 3)), r(3), r(3), var(3)), ("empty", "f64")),
+        (_as(F16, [[_NAN, _INF], [1, 2]], [1, 1], [0, 0], [1, 1]), ("nan", "inf", "f16")),
     ]
 
 
 # c0: (x - 1)/2, c1: x; gamma (2, 1): dx = dy·(1, 1)
-_BN_HAND = _f32([[1, 2], [3, 4]], [2, 1], [1, 0], [4, 1], [[1, 2], [3, 4]])
-_BN_EXPECT = {"BatchNormInferenceBackwardInput": _f32([[1, 2], [3, 4]])[0],
-              "BatchNormInferenceBackwardGamma": _f32([3, 20])[0],
-              "BatchNormInferenceBackwardBeta": _f32([4, 6])[0]}
+_BN_HAND = _f64([[1, 2], [3, 4]], [2, 1], [1, 0], [4, 1], [[1, 2], [3, 4]])
+_BN_EXPECT = {"BatchNormInferenceBackwardInput": _f64([[1, 2], [3, 4]])[0],
+              "BatchNormInferenceBackwardGamma": _f64([3, 20])[0],
+              "BatchNormInferenceBackwardBeta": _f64([4, 6])[0]}
 
 
 def _bn_operands(kind: str, x, gamma, mean, var, dy):

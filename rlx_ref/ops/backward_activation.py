@@ -187,29 +187,34 @@ _HAND = {
 }
 
 
-def _f32(v):
-    return np.asarray(v, np.float32)
+# kinds that also get the layout samples (0-d, size-1, empty): one select, one product
+# and the identity; the others share their elementwise code paths
+_LAYOUT_KINDS = ("Relu", "Gelu", "Round")
 
 
 def pair_samples(rng, attrs, kind: str):
-    """[x, dy] samples for the activation ``kind`` (ReluBackward: "Relu")."""
-    r = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
-    out = [
-        Sample((r(7) * 3, r(7)), attrs, tags=("prime-length",)),
-        Sample((_KINKS.copy(), r(_KINKS.size)), attrs,
-               tags=("kinks", "±0", "inf", "nan", "domain-edge")),
-        Sample((np.float32(0.75), np.float32(-1.5)), attrs, tags=("0-d",)),
-        Sample((r(3, 1), r(3, 1)), attrs, tags=("size-1",)),
-        Sample((np.zeros((0, 3), np.float32), np.zeros((0, 3), np.float32)), attrs,
-               tags=("empty",)),
-        Sample((r(3), _f32([_NAN, _INF, -_INF])), attrs, tags=("dy-nonfinite", "nan")),
-        Sample((rng.standard_normal((2, 3)), rng.standard_normal((2, 3))), attrs,
-               tags=("f64",)),
-        Sample((r(5).astype(np.float16), r(5).astype(np.float16)), attrs, tags=("f16",)),
-    ]
+    """[x, dy] samples for the activation ``kind`` (ReluBackward: "Relu"). The f32 sample
+    is re-run in f64, f16 and bf16 by the conformance cases; the others keep their dtype
+    (f64 or f16: the f16 ones run the f32 path between casts)."""
+    r = lambda *s: rng.standard_normal(s)  # noqa: E731
+    # the kinks, then random points; dy ends in NaN and inf (a product propagates them,
+    # a select drops them)
+    x = np.concatenate([_KINKS, r(6).astype(np.float32) * 3])
+    dy = r(x.size).astype(np.float32)
+    dy[-2:] = (_NAN, _INF)
+    out = [Sample((x, dy), attrs, tags=("prime-length", "kinks", "±0", "inf", "nan",
+                                        "domain-edge", "dy-nonfinite"))]
+    if kind in _LAYOUT_KINDS:
+        h = lambda *s: r(*s).astype(np.float16)  # noqa: E731
+        out += [
+            Sample((np.float64(0.75), np.float64(-1.5)), attrs, tags=("0-d", "f64")),
+            Sample((h(3, 1), h(3, 1)), attrs, tags=("size-1", "f16")),
+            Sample((np.zeros((0, 3), np.float16), np.zeros((0, 3), np.float16)), attrs,
+                   tags=("empty", "f16")),
+        ]
     if kind in _HAND:
-        x, dy, dx = _HAND[kind]
-        out.append(Sample((_f32(x), _f32(dy)), attrs, tags=("hand",), expect=_f32(dx)))
+        xs, dys, dx = (np.asarray(v, np.float64) for v in _HAND[kind])
+        out.append(Sample((xs, dys), attrs, tags=("hand", "f64"), expect=dx))
     return out
 
 
