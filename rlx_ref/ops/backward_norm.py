@@ -59,16 +59,19 @@ def _input_grad(m, xh, inv_std, g, axes):
 
 
 def _all_but(rank: int, axis: int) -> tuple:
+    """The axes of a rank-``rank`` tensor other than ``axis``."""
     return tuple(i for i in range(rank) if i != axis)
 
 
 def ln_input(m, a, x, gamma, dy):
+    """LayerNorm dx over the feature axis ``a.axis``."""
     ax = a.axis % len(m.dims(x))
     xh, inv_std = _normalized(m, x, (ax,), a.eps)
     return _input_grad(m, xh, inv_std, dy * _along(m, gamma, ax, x), (ax,))
 
 
 def ln_gamma(m, a, x, dy):
+    """LayerNorm dgamma: Σ dy·x̂ over every other axis (kept as size 1)."""
     ax = a.axis % len(m.dims(x))
     xh, _ = _normalized(m, x, (ax,), a.eps)
     return m.sum(dy * xh, _all_but(len(m.dims(x)), ax))
@@ -88,11 +91,13 @@ def rms_input(m, a, x, gamma, beta, dy):
 
 
 def rms_gamma(m, a, x, gamma, beta, dy):
+    """RmsNorm dgamma: Σ dy·x/r over every other axis."""
     ax = a.axis % len(m.dims(x))
     return m.sum(dy * x * _rms_scale(m, x, (ax,), a.eps), _all_but(len(m.dims(x)), ax))
 
 
 def rms_beta(m, a, x, gamma, beta, dy):
+    """RmsNorm dbeta: Σ dy over every other axis."""
     ax = a.axis % len(m.dims(dy))
     return m.sum(dy, _all_but(len(m.dims(dy)), ax))
 
@@ -105,6 +110,7 @@ def _group_rows(m, a, x) -> tuple:
 
 
 def gn_input(m, a, x, gamma, beta, dy):
+    """GroupNorm dx: the LayerNorm rule on each (sample, group) row."""
     rows = _group_rows(m, a, x)
     xh, inv_std = _normalized(m, m.reshape(x, rows), (2,), a.eps)
     g = m.reshape(dy * _along(m, gamma, 1, x), rows)
@@ -112,16 +118,19 @@ def gn_input(m, a, x, gamma, beta, dy):
 
 
 def gn_gamma(m, a, x, dy):
+    """GroupNorm dgamma: Σ dy·x̂ over the batch and spatial axes."""
     xh, _ = _normalized(m, m.reshape(x, _group_rows(m, a, x)), (2,), a.eps)
     return m.sum(dy * m.reshape(xh, m.dims(x)), _all_but(len(m.dims(x)), 1))
 
 
 def gn_beta(m, a, x, dy):
+    """GroupNorm dbeta: Σ dy over the batch and spatial axes (x checks the groups)."""
     _group_rows(m, a, x)
     return m.sum(dy, _all_but(len(m.dims(dy)), 1))
 
 
 def _bn_inv_std(m, var, x, eps):
+    """1/sqrt(var + eps), shaped along the last axis of x."""
     return 1.0 / m.act("Sqrt", _along(m, var, len(m.dims(x)) - 1, x) + eps)
 
 
@@ -131,12 +140,14 @@ def bn_input(m, a, x, gamma, mean, var, dy):
 
 
 def bn_gamma(m, a, x, mean, var, dy):
+    """BatchNormInference dgamma: Σ dy·(x - mean)/sqrt(var + eps) over all but the last."""
     last = len(m.dims(x)) - 1
     xh = (x - _along(m, mean, last, x)) * _bn_inv_std(m, var, x, a.eps)
     return m.sum(dy * xh, _all_but(last + 1, last))
 
 
 def bn_beta(m, a, dy):
+    """BatchNormInference dbeta: Σ dy over every axis but the last."""
     last = len(m.dims(dy)) - 1
     return m.sum(dy, _all_but(last + 1, last))
 
@@ -152,6 +163,7 @@ RULES = {
 
 
 def _reference(kind: str):
+    """The oracle of ``kind``: its rule on numpy arrays in the work dtype, rounded once."""
     rule = RULES[kind]
 
     def ref(ctx, *arrays):
@@ -172,6 +184,7 @@ def _rows(shape: Shape, feat) -> int:
 
 
 def _axis_feat(a, s):
+    """C = x.dims[axis]."""
     return s[0].dims[a.axis % s[0].rank]
 
 
