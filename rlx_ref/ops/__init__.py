@@ -3,7 +3,7 @@
 FAMILIES = (
     "leaves", "elementwise", "linalg", "reduction", "movement", "indexing",
     "normalization", "attention", "conv", "control", "region", "custom",
-    "backward_nn", "backward_conv", "backward_loss",
+    "backward_nn", "backward_conv", "backward_loss", "backward_attention",
 )
 
 
