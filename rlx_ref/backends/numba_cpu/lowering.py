@@ -30,6 +30,7 @@ TABLE = LoweringTable("numba-cpu", __package__, (
     "lower_norm",
     "lower_index",
     "lower_control",
+    "lower_backward_nn",
 ))
 LOWERINGS = TABLE.entries
 

@@ -34,6 +34,7 @@ TABLE = LoweringTable("cuda", __package__, (
     "lower_scatter",
     "lower_movement",
     "lower_control",
+    "lower_backward_nn",
     "lower_host",
 ))
 LOWERINGS = TABLE.entries
