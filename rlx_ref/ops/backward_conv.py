@@ -13,7 +13,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..conformance.accuracy import reduction
-from ..ir.dtype import DType
 from . import _conv_ref as R
 from .codec import USIZE, ListOf, attr
 from .conv import FLOATS, ConvAttrs, PoolAttrs, _as_4d, _conv_geometry, _pool_geometry, _window

@@ -305,5 +305,6 @@ register(OpDef(
           "autodiff emits ScatterAdd for axis 0 and GatherBackward otherwise; its CPU "
           "kernel reads `indices.dims[axis]` indices (right for the rank-1 indices it "
           "builds) and does not check the range in release builds; here the true "
-          "np.take adjoint is computed for any index shape and a bad index is an error.",
+          "np.take adjoint is computed for any index shape and a bad index is an error. "
+          "Gather moves any dtype; its gradient adds, so bool and complex are left out.",
 ))
