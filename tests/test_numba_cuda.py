@@ -19,6 +19,7 @@ if not hasattr(cuda, "compile_ptx"):
 
 from rlx_ref.backends.registry import get_backend
 from rlx_ref.ops.opdef import all_opdefs
+from rlx_ref.passes.decompose import DECOMPOSITIONS
 
 CUDA = get_backend("cuda")
 SHARDS = 4
@@ -35,13 +36,11 @@ def test_declares_every_kind_with_a_path_and_reason():
     native = {k for k, p in paths.items() if p == "native"}
     assert {"Binary", "ElementwiseRegion", "Reduce", "Softmax", "LayerNorm", "RmsNorm",
             "Cumsum", "MatMul", "Gather", "Transpose", "If", "While", "Scan"} <= native
-    # every registry kind has a kernel, or a decomposition into kinds with kernels, but the
-    # ones that are sequential or user-defined
-    from rlx_ref.passes import DECOMPOSITIONS
-
-    assert {k for k, p in paths.items() if p == "decomposed"} <= set(DECOMPOSITIONS)
+    # every registry kind has a kernel but the ones that are sequential or user-defined,
+    # and those claimed through a registered decomposition
     assert {k for k, p in paths.items() if p not in ("native", "decomposed")} == {
         "Custom", "DenseSolve", "BatchedDenseSolve"}
+    assert {k for k, p in paths.items() if p == "decomposed"} <= set(DECOMPOSITIONS)
 
 
 def test_availability_explains_what_is_missing():

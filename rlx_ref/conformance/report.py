@@ -169,7 +169,7 @@ CATEGORIES = (
     ("Convolution & pooling", ("conv",)),
     ("Control flow", ("control",)),
     ("Custom", ("custom",)),
-    ("Backward & training", ("backward",)),
+    ("Backward / training ops", ("backward",)),
 )
 KIND_CATEGORY = {"CustomFn": "Custom"}     # RLX lists CustomFn beside Custom
 OTHER = "Other"                            # a family no category names yet

@@ -31,6 +31,7 @@ TABLE = LoweringTable("numba-cpu", __package__, (
     "lower_index",
     "lower_control",
     "lower_backward_norm",
+    "lower_backward_nn",
 ))
 LOWERINGS = TABLE.entries
 

@@ -35,6 +35,7 @@ TABLE = LoweringTable("cuda", __package__, (
     "lower_movement",
     "lower_control",
     "lower_backward_norm",
+    "lower_backward_nn",
     "lower_host",
 ))
 LOWERINGS = TABLE.entries

@@ -41,6 +41,7 @@ TABLE = LoweringTable("opencl", __package__, (
     "lower_index",
     "lower_control",
     "lower_backward_norm",
+    "lower_backward_nn",
     "lower_host",           # last: declares every kind still without a kernel
 ))
 LOWERINGS = TABLE.entries
