@@ -45,7 +45,8 @@ def derived(ctx: VjpContext, tangents) -> int | None:
     y = loc.add_node(node.op, ps, node.shape)
     dy = loc.input("dy", node.shape.dims, node.shape.dtype)
     cts = list(rule_for(node.kind, ctx.where)(
-        VjpContext(loc, node, tuple(ps), y, ctx.in_shapes, ctx.where), dy))
+        VjpContext(loc, node, tuple(ps), y, ctx.in_shapes, ctx.where,
+                   frozenset(i for i, t in zip(node.inputs, tangents) if t is not None)), dy))
     terms, bind = [], {}
     for i, (ct, t) in enumerate(zip(cts, tangents)):
         if ct is None or t is None:
@@ -102,7 +103,7 @@ def jvp(graph: Graph, tangent_for) -> Graph:
             continue
         where = f"at %{n.id} ({n.kind})"
         ctx = VjpContext(out, n, n.inputs, n.id, tuple(fwd.nodes[i].shape for i in n.inputs),
-                         where)
+                         where, frozenset(i for i, t in zip(n.inputs, ts) if t is not None))
         t = (JVP.get(n.kind) or derived)(ctx, ts)
         if t is not None and out.shape(t) != n.shape:
             raise AutodiffError(f"{where}: its JVP rule gave a tangent of {out.shape(t)}, "
@@ -132,6 +133,6 @@ _LOADED = []
 
 def _load() -> None:
     if not _LOADED:
-        from . import jvp_rules  # noqa: F401 - registers the rules
+        from . import jvp_rules  # noqa: F401  (importing it registers the rules)
 
         _LOADED.append(True)

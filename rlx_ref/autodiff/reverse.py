@@ -96,7 +96,7 @@ def grad_with_loss(graph: Graph, wrt) -> Graph:
     for n in fwd.nodes:
         bwd.add_node(n.op, n.inputs, n.shape, n.name)
     seed = bwd.input(SEED, fwd.nodes[loss].shape.dims, fwd.nodes[loss].shape.dtype)
-    path = _on_path(fwd, {i for i in wrt_ids if i is not None}, loss)
+    path = frozenset(_on_path(fwd, {i for i in wrt_ids if i is not None}, loss))
     parts: dict = {loss: [seed]}
     for n in reversed(fwd.nodes):
         if n.id not in parts or n.kind in ("Input", "Param", "Constant") or \
@@ -106,7 +106,7 @@ def grad_with_loss(graph: Graph, wrt) -> Graph:
         dy = parts[n.id][0] if len(parts[n.id]) == 1 else add_all(bwd, parts[n.id])
         parts[n.id] = [dy]
         ctx = VjpContext(bwd, n, n.inputs, n.id, tuple(fwd.nodes[i].shape for i in n.inputs),
-                         where)
+                         where, path)
         got = list(rule_for(n.kind, where)(ctx, dy))
         if len(got) != len(n.inputs):
             raise AutodiffError(f"{where}: its VJP rule gave {len(got)} cotangents for "

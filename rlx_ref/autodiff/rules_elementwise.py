@@ -33,9 +33,9 @@ def _binary_grads(ctx, dy):
         return dy, unary(g, "Neg", dy)
     if op == "Mul":
         return binary(g, "Mul", dy, b), binary(g, "Mul", dy, a)
-    if op == "Div":                 # d/db (a/b) = -(a/b)/b
+    if op == "Div":                 # d/db (a/b) = -(a/b)/b, so db = -(dy/b)·y
         da = binary(g, "Div", dy, b)
-        return da, unary(g, "Neg", binary(g, "Mul", da, binary(g, "Div", ctx.y, b)))
+        return da, unary(g, "Neg", binary(g, "Mul", da, ctx.y))
     if op in ("Max", "Min"):        # ties: all to the first operand (RLX)
         first = g.op("Compare", (a, ctx.y), op="Eq")
         return _where(ctx, first, dy, _zero(ctx)), _where(ctx, first, _zero(ctx), dy)
@@ -48,7 +48,7 @@ def _binary_grads(ctx, dy):
         r2 = binary(g, "Add", binary(g, "Mul", a, a), binary(g, "Mul", b, b))
         return (binary(g, "Mul", dy, binary(g, "Div", b, r2)),
                 unary(g, "Neg", binary(g, "Mul", dy, binary(g, "Div", a, r2))))
-    raise ctx.fail(f"Binary {op} is not differentiable (integer bit operation)")
+    return None, None           # bit operations: piecewise constant, no gradient
 
 
 def _trunc(g, v):
@@ -98,7 +98,7 @@ def vjp_where(ctx, dy):
 
 @vjp_rule("Fma")
 def vjp_fma(ctx, dy):
-    g, (a, b, _c) = ctx.g, ctx.x
+    g, (a, b) = ctx.g, ctx.x[:2]
     return _to_operands(ctx, [binary(g, "Mul", dy, b), binary(g, "Mul", dy, a), dy])
 
 

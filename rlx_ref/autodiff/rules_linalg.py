@@ -19,7 +19,7 @@ def vjp_matmul(ctx, dy):
 
 def _solve_grads(ctx, dy, batched: bool):
     """x = A⁻¹ b: db = A⁻ᵀ dy (one more solve), dA = -db xᵀ."""
-    g, (a, _b) = ctx.g, ctx.x
+    g, a = ctx.g, ctx.x[0]
     lead = 1 if batched else 0
     kind = "BatchedDenseSolve" if batched else "DenseSolve"
     db = g.op(kind, (swap_last_two(g, a), dy))

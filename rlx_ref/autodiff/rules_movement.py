@@ -80,7 +80,7 @@ def vjp_gather(ctx, dy):
 
 @vjp_rule("GatherElements")
 def vjp_gather_elements(ctx, dy):
-    g, (data, idx) = ctx.g, ctx.x
+    g, idx = ctx.g, ctx.x[1]
     base = zeros(g, ctx.in_shapes[0])
     return [g.op("ScatterElements", (base, idx, dy), axis=ctx.attrs.axis, reduction="Add"),
             None]
@@ -88,7 +88,7 @@ def vjp_gather_elements(ctx, dy):
 
 @vjp_rule("GatherNd")
 def vjp_gather_nd(ctx, dy):
-    g, (data, idx) = ctx.g, ctx.x
+    g, idx = ctx.g, ctx.x[1]
     if ctx.attrs.batch_dims:
         raise ctx.fail("GatherNd with batch_dims > 0 has no VJP rule yet")
     base = zeros(g, ctx.in_shapes[0])

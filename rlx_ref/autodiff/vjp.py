@@ -26,6 +26,11 @@ VJP: dict[str, Callable] = {}
 NON_DIFFERENTIABLE = frozenset({"Compare", "ArgMax", "ArgMin", "TopK", "StopGradient"})
 
 
+# operands RLX's backward kinds treat as constants: their rules refuse a gradient for them
+# by name, and the gradient checks do not differentiate them (index operands never are)
+CONSTANT_OPERANDS = {"Rope": ("cos", "sin"), "Attention": ("mask",)}
+
+
 def vjp_rule(*kinds: str):
     """Register the decorated function as the VJP rule of ``kinds``."""
     def deco(fn):
@@ -47,6 +52,11 @@ class VjpContext:
     y: int              # the node's own value in ``g``
     in_shapes: tuple    # operand shapes
     where: str          # "at %N (Kind)" for messages
+    path: frozenset = frozenset()   # forward ids that depend on a wrt and reach the loss
+
+    def needs(self, i: int) -> bool:
+        """Whether operand ``i`` needs a cotangent (it lies between a wrt and the loss)."""
+        return self.node.inputs[i] in self.path
 
     @property
     def attrs(self) -> Any:

@@ -16,6 +16,7 @@ from .rng import CounterRNG
 
 POSITIVE_DOMAIN = {"Log", "Sqrt", "Rsqrt", "Recip", "Pow"}   # ops whose inputs must be > 0
 AWAY_FROM_ZERO = {"Div", "Mod", "Atan2"}                      # ops with a pole or jump at 0
+POSITIVE_OPERANDS = ("running_var",)                     # operands that must be > 0
 STRAIGHT_THROUGH = {"Round"}     # gradient 1 by design (RLX): no finite-difference check
 PER_KIND = 2                     # one-op sources per kind in the default tier
 _BAD_TAGS = {"nan", "inf", "non-finite", "empty", "overflow", "denormal", "subnormal"}
@@ -25,21 +26,34 @@ def _ops(graph) -> set:
     return {str(getattr(n.attrs, "op", "")) for n in graph.nodes}
 
 
-def index_names(case) -> set:
-    """Names of the leaves bound to an ``indices`` operand (integral, even as floats)."""
+INDEX_OPERANDS = ("indices", "labels")
+
+
+def _leaves_at(case, wanted) -> set:
+    """Names of the leaves bound to operands called one of ``wanted``."""
     out = set()
     for n in case.graph.nodes:
         names = n.op.opdef.input_names
         for pos, src in enumerate(n.inputs):
             leaf = case.graph.nodes[src]
-            if pos < len(names) and names[pos] == "indices" and leaf.kind in ("Input", "Param"):
+            if pos < len(names) and wanted(n.kind, names[pos]) and \
+                    leaf.kind in ("Input", "Param"):
                 out.add(leaf.attrs.name)
     return out
 
 
+def index_names(case) -> set:
+    """Names of the leaves bound to an index operand (integral, even as floats)."""
+    return _leaves_at(case, lambda kind, name: name in INDEX_OPERANDS)
+
+
 def float_names(case) -> list:
-    """The case's float leaves that are not indices: the wrt of its gradient."""
-    skip = index_names(case)
+    """The case's float leaves that are not indices nor operands the backward kinds treat
+    as constants: the wrt of its gradient."""
+    from ..autodiff.vjp import CONSTANT_OPERANDS
+
+    skip = index_names(case) | _leaves_at(
+        case, lambda kind, name: name in CONSTANT_OPERANDS.get(kind, ()))
     return [k for k, v in {**case.inputs, **case.params}.items()
             if np.asarray(v).dtype.kind == "f" and k not in skip]
 
@@ -67,6 +81,7 @@ def smooth_values(case, rng) -> dict:
     ops, out = _ops(case.graph), {}
     idx = index_names(case)
     solve = case.op in ("DenseSolve", "BatchedDenseSolve")
+    positive_leaves = _leaves_at(case, lambda kind, name: name in POSITIVE_OPERANDS)
     for name, arr in {**case.inputs, **case.params}.items():
         arr = np.asarray(arr)
         if arr.dtype.kind != "f" or name in idx:
@@ -77,6 +92,8 @@ def smooth_values(case, rng) -> dict:
             v = np.abs(v) + 0.5
         if AWAY_FROM_ZERO & ops:
             v = np.sign(v) * (np.abs(v) + 0.5)
+        if name in positive_leaves:
+            v = np.abs(v) + 0.5
         if "Tan" in ops:
             v = 0.3 * v
         if solve and arr.ndim >= 2 and arr.shape[-1] == arr.shape[-2]:
@@ -86,9 +103,12 @@ def smooth_values(case, rng) -> dict:
 
 
 def _variant(case) -> str:
-    """The payload's sub-op (Binary Add, Activation Gelu, Reduce Max...), else ""."""
-    node = case.graph.nodes[case.graph.outputs[0]]
-    return str(getattr(node.attrs, "op", "") or getattr(node.attrs, "kind", "") or "")
+    """The payload's sub-op (Binary Add, Activation Gelu, Reduce Max, Pool Max...), its
+    window rank and mask kind: each gets its own sources."""
+    a = case.graph.nodes[case.graph.outputs[0]].attrs
+    parts = [getattr(a, "op", ""), getattr(a, "kind", ""), getattr(a, "mask_kind", ""),
+             len(getattr(a, "kernel_size", ()) or ())]
+    return "/".join(str(p) for p in parts)
 
 
 def source_cases(kind: str, limit: int = PER_KIND, seed: int = 0) -> list:

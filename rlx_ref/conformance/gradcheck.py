@@ -77,7 +77,7 @@ def check_case(case, seed: int = 0, h: float = 1e-6) -> str | None:
     back = _run(grad(case.graph, names), {**values, SEED: u})
     lhs = float(np.sum(tangent * u))
     rhs = float(sum(np.sum(np.asarray(b) * v[k]) for b, k in zip(back, names)))
-    if not _close(lhs, rhs, rtol=1e-9, atol=1e-10):
+    if not _close(lhs, rhs, rtol=1e-6, atol=1e-10):     # casts round tangents to f32
         return f"<J v, u> = {lhs!r} but <v, Jᵀ u> = {rhs!r}"
     return None
 
@@ -91,7 +91,7 @@ def check_kind(kind: str, seed: int = 0, limit: int = 2) -> KindCheck:
         try:
             why = check_case(case, seed)
         except AutodiffError as e:
-            if "no VJP rule" in str(e) or "has no VJP rule" in str(e):
+            if "no VJP rule" in str(e):
                 out.no_rule += 1
                 continue
             why = f"AutodiffError: {e}"
