@@ -5,7 +5,8 @@ import pytest
 
 from rlx_ref import Graph
 from rlx_ref.autodiff import SEED, AutodiffError, grad, grad_with_loss
-from rlx_ref.conformance.gradcheck import check_kind, differentiable_kinds
+from rlx_ref.conformance.gradcheck import (SECOND_ORDER, check_kind, check_kind_second_order,
+                                           differentiable_kinds)
 from rlx_ref.interpret import interpret
 
 
@@ -16,6 +17,13 @@ def test_every_rule_matches_calculus(kind):
     res = check_kind(kind)
     assert not res.failures, "\n".join(res.failures)
     assert res.checked or res.no_rule, f"no case of {kind} was checked"
+
+
+@pytest.mark.parametrize("kind", SECOND_ORDER)
+def test_second_order_matches_finite_differences_of_the_gradient(kind):
+    res = check_kind_second_order(kind)
+    assert not res.failures, "\n".join(res.failures)
+    assert res.checked, f"no case of {kind} was checked at second order"
 
 
 def _mlp():
@@ -257,3 +265,54 @@ def test_jacobians_forward_and_reverse_agree():
     want = np.arange(6.0).reshape(2, 3)[:, None, :] * (2 * xv)     # [2, 1, 3]
     for jac in (jacfwd, jacrev):
         np.testing.assert_allclose(jac(g, "x", {"x": xv}), want)
+
+
+def _grad_at(build, wrt, **values):
+    g = Graph("edge")
+    out = build(g)
+    g.set_outputs([out])
+    shape = g.shape(out).dims
+    gg = grad(g, wrt)
+    return interpret(gg, {**values, SEED: np.ones(shape)}, float64=True)
+
+
+def test_subgradients_at_kinks_are_the_documented_ones():
+    """relu'(0) = 0, |x|'(0) = 0, Binary Max ties send everything to the first operand,
+    Reduce Max ties share the cotangent evenly."""
+    x = np.array([-1.0, 0.0, 2.0])
+    (d,) = _grad_at(lambda g: g.relu(g.input("x", [3])), ["x"], x=x)
+    np.testing.assert_array_equal(d, [0.0, 0.0, 1.0])
+    (d,) = _grad_at(lambda g: g.activation("Abs", g.input("x", [3])), ["x"], x=x)
+    np.testing.assert_array_equal(d, [-1.0, 0.0, 1.0])
+    da, db = _grad_at(lambda g: g.binary("Max", g.input("a", [2]), g.input("b", [2])),
+                      ["a", "b"], a=np.array([1.0, 3.0]), b=np.array([1.0, 2.0]))
+    np.testing.assert_array_equal(da, [1.0, 1.0])
+    np.testing.assert_array_equal(db, [0.0, 0.0])
+    (d,) = _grad_at(lambda g: g.reduce(g.input("x", [4]), "Max", [0]), ["x"],
+                    x=np.array([5.0, 1.0, 5.0, 2.0]))
+    np.testing.assert_array_equal(d, [0.5, 0.0, 0.5, 0.0])
+
+
+def test_nan_and_inf_inputs_propagate_into_the_gradient():
+    (d,) = _grad_at(lambda g: g.mul(g.input("x", [3]), g.input("x2", [3])), ["x"],
+                    x=np.array([1.0, np.nan, 2.0]), x2=np.array([np.inf, 1.0, 3.0]))
+    assert d[0] == np.inf and d[1] == 1.0 and d[2] == 3.0
+    (d,) = _grad_at(lambda g: g.activation("Exp", g.input("x", [2])), ["x"],
+                    x=np.array([np.nan, 1.0]))
+    assert np.isnan(d[0]) and np.isclose(d[1], np.e)
+
+
+def test_zero_size_tensors_have_zero_size_gradients():
+    (d,) = _grad_at(lambda g: g.activation("Tanh", g.input("x", [0, 3])), ["x"],
+                    x=np.zeros((0, 3)))
+    assert d.shape == (0, 3)
+    (d,) = _grad_at(lambda g: g.sum(g.input("x", [0, 3]), [0]), ["x"], x=np.zeros((0, 3)))
+    assert d.shape == (0, 3)
+
+
+def test_broadcasting_in_both_operands_sums_back_to_each_shape():
+    a, b = np.arange(3.0).reshape(3, 1), np.arange(4.0).reshape(1, 4) + 1
+    da, db = _grad_at(lambda g: g.mul(g.input("a", [3, 1]), g.input("b", [1, 4])),
+                      ["a", "b"], a=a, b=b)
+    np.testing.assert_allclose(da, np.full((3, 1), b.sum()))
+    np.testing.assert_allclose(db, np.full((1, 4), a.sum()))

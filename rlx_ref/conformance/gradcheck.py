@@ -5,7 +5,9 @@ values, in float64 on the oracle:
 
 - reverse mode against central finite differences (``autodiff.gradcheck``);
 - forward mode against central finite differences of the same directions;
-- JVP/VJP consistency ``<J v, u> = <v, Jᵀ u>``.
+- JVP/VJP consistency ``<J v, u> = <v, Jᵀ u>``;
+- on a representative set (``SECOND_ORDER``), forward over reverse (``hvp``) against
+  central differences of the gradient.
 
 A payload variant whose rule is not written yet must say so (``AutodiffError``); it is
 reported as ``no rule`` and is not a failure.
@@ -109,14 +111,68 @@ def differentiable_kinds() -> list:
 
 
 def main(op: str | None = None, seed: int = 0) -> int:
-    """``rlx-ref gradcheck [--op TEXT]``: a line per kind; exit 1 when any check fails."""
+    """``rlx-ref gradcheck [--op TEXT]``: a line per kind (then the second-order checks of
+    the representative set); exit 1 when any check fails."""
     bad = 0
-    for kind in differentiable_kinds():
+    checks = [(k, check_kind) for k in differentiable_kinds()]
+    checks += [(k, check_kind_second_order) for k in SECOND_ORDER]
+    for kind, check in checks:
         if op and op not in kind:
             continue
-        res = check_kind(kind, seed)
+        res = check(kind, seed)
         print(res.line())
         for f in res.failures:
             print("  " + f.replace("\n", "\n    "))
         bad += len(res.failures)
     return 1 if bad else 0
+
+
+# a representative set for second order: every family's core kinds
+SECOND_ORDER = ("Activation", "Binary", "Softmax", "Reduce", "MatMul", "LayerNorm", "RmsNorm",
+                "Attention", "Conv", "Pool", "Gather", "Cumsum", "SoftmaxCrossEntropyWithLogits")
+
+
+def check_second_order(case, seed: int = 0, h: float = 1e-5) -> str | None:
+    """Forward over reverse (``hvp``) against central differences of the gradient, with
+    the same cotangent: None when they agree."""
+    from ..autodiff import SEED, grad, hvp
+
+    rng = CounterRNG(seed, f"hvp:{case.id}")
+    values = {k: np.asarray(v, np.float64) if np.asarray(v).dtype.kind == "f" else v
+              for k, v in smooth_values(case, rng).items()}
+    names = float_names(case)
+    out_shape = np.shape(_run(case.graph, values)[0])
+    u = np.asarray(rng.standard_normal(out_shape)).reshape(out_shape)
+    v = {k: np.asarray(rng.standard_normal(np.shape(values[k]))).reshape(np.shape(values[k]))
+         for k in names}
+    got = _run(hvp(case.graph, names), {**values, SEED: u,
+                                        **{f"tangent_{k}": v[k] for k in names}})
+    hv = got[-len(names):]
+    gg = grad(case.graph, names)
+    plus = {k: values[k] + h * v[k] if k in v else values[k] for k in values}
+    minus = {k: values[k] - h * v[k] if k in v else values[k] for k in values}
+    gp, gm = _run(gg, {**plus, SEED: u}), _run(gg, {**minus, SEED: u})
+    for k, a, p, m in zip(names, hv, gp, gm):
+        fd = (np.asarray(p) - np.asarray(m)) / (2 * h)
+        if not np.allclose(np.asarray(a, np.float64), fd, rtol=1e-4, atol=1e-6):
+            worst = float(np.max(np.abs(np.asarray(a) - fd)))
+            return f"H·v for {k} vs finite differences of the gradient: worst {worst:.3g}"
+    return None
+
+
+def check_kind_second_order(kind: str, seed: int = 0, limit: int = 1) -> KindCheck:
+    from ..autodiff import AutodiffError
+
+    out = KindCheck(f"{kind} (2nd order)")
+    for case in source_cases(kind, limit, seed):
+        try:
+            why = check_second_order(case, seed)
+        except AutodiffError as e:
+            if "no VJP rule" in str(e):
+                out.no_rule += 1
+                continue
+            why = f"AutodiffError: {e}"
+        out.checked += 1
+        if why:
+            out.failures.append(f"{case.id} ({case.source}): {why}")
+    return out
