@@ -18,7 +18,7 @@ POSITIVE_DOMAIN = {"Log", "Sqrt", "Rsqrt", "Recip", "Pow"}   # ops whose inputs 
 AWAY_FROM_ZERO = {"Div", "Mod", "Atan2"}                      # ops with a pole or jump at 0
 POSITIVE_OPERANDS = ("running_var",)                     # operands that must be > 0
 STRAIGHT_THROUGH = {"Round"}     # gradient 1 by design (RLX): no finite-difference check
-PER_KIND = 2                     # one-op sources per kind in the default tier
+PER_KIND = 1                     # one-op sources per sub-op in the default tier
 _BAD_TAGS = {"nan", "inf", "non-finite", "empty", "overflow", "denormal", "subnormal"}
 
 
