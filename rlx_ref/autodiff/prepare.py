@@ -7,10 +7,12 @@
 4. a CustomFn without a rule body for the transform is inlined (with one, it stays and
    its ``vjp_body``/``jvp_body`` is the rule);
 5. every kind that has an exact decomposition but no rule (DotGeneral, Slice, Pad, Tile,
-   Trilu, the backward kinds, ...) is decomposed, so a gradient graph can be
-   differentiated again.
+   Trilu, the backward kinds, ScanBackward, ...) is decomposed, so a gradient graph can be
+   differentiated again;
+6. every Scan gets a trajectory and its broadcast operands become per-step rows
+   (``prepare_scan.py``): its rule differentiates the body.
 
-Scan stays: its rule differentiates the body. Each step returns a new verified graph.
+Each step returns a new verified graph.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from ..passes._rewrite import Rebuilder, with_bodies
 from ..passes.decompose import DECOMPOSITIONS, decompose
 from ..passes.unfuse import unfuse_elementwise
 from ._build import AutodiffError, cast, scalar
+from .prepare_scan import scans_for_ad
 
 
 def inline(g: Graph, body: Graph, operands, named=None) -> list:
@@ -102,5 +105,6 @@ def prepare_for_ad(graph: Graph, keep_rule: str = "vjp_body") -> Graph:
     g = unfuse_elementwise(graph, None, force=True)
     g = _rewrite_control(g, keep_rule)
     g = decompose(g, None, kinds=decomposable_kinds())
+    g = scans_for_ad(g)
     verify_or_raise(g)
     return g

@@ -4,7 +4,7 @@ FAMILIES = (
     "leaves", "elementwise", "linalg", "reduction", "movement", "indexing",
     "normalization", "attention", "conv", "control", "region", "custom",
     "backward_activation", "backward_norm",
-    "backward_nn", "backward_conv", "backward_loss", "backward_attention",
+    "backward_nn", "backward_conv", "backward_loss", "backward_attention", "backward_scan",
 )
 
 
