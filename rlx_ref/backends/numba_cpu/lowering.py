@@ -32,6 +32,7 @@ TABLE = LoweringTable("numba-cpu", __package__, (
     "lower_control",
     "lower_backward_norm",
     "lower_backward_nn",
+    "lower_backward_scan",
 ))
 LOWERINGS = TABLE.entries
 

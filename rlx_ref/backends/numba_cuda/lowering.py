@@ -36,6 +36,7 @@ TABLE = LoweringTable("cuda", __package__, (
     "lower_control",
     "lower_backward_norm",
     "lower_backward_nn",
+    "lower_backward_scan",
     "lower_host",
 ))
 LOWERINGS = TABLE.entries

@@ -42,6 +42,7 @@ TABLE = LoweringTable("opencl", __package__, (
     "lower_control",
     "lower_backward_norm",
     "lower_backward_nn",
+    "lower_backward_scan",
     "lower_host",           # last: declares every kind still without a kernel
 ))
 LOWERINGS = TABLE.entries
