@@ -120,8 +120,9 @@ def _check_dxs(shapes, a, out):
 
 
 def _infer_dxs(shapes, a):
-    k = 3 + a.xs_idx
-    return shapes[k] if k < len(shapes) else None
+    want(a.xs_idx < a.num_xs and 3 + a.xs_idx < len(shapes),
+         f"(C8) xs_idx ({a.xs_idx}) must be < num_xs ({a.num_xs})")
+    return shapes[3 + a.xs_idx]
 
 
 # ── oracle ─────────────────────────────────────────────────────────────────
