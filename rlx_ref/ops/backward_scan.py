@@ -210,7 +210,7 @@ _NOTES = (
     "its own sweep, as RLX.")
 
 register(OpDef(
-    kind="ScanBackward", family="backward_scan", attrs=ScanBackwardAttrs, payload="struct",
+    kind="ScanBackward", family="backward", attrs=ScanBackwardAttrs, payload="struct",
     arity=None, min_arity=3, caps=Caps.NESTED_BODY,
     input_names=("init", "trajectory", "upstream", "xs..."),
     check=_check_dinit, infer=lambda s, a: s[0] if s else None, reference=_ref_dinit,
@@ -223,7 +223,7 @@ register(OpDef(
 ))
 
 register(OpDef(
-    kind="ScanBackwardXs", family="backward_scan", attrs=ScanBackwardXsAttrs,
+    kind="ScanBackwardXs", family="backward", attrs=ScanBackwardXsAttrs,
     payload="struct", arity=None, min_arity=3, caps=Caps.NESTED_BODY,
     input_names=("init", "trajectory", "upstream", "xs..."),
     check=_check_dxs, infer=_infer_dxs, reference=_ref_dxs,
