@@ -18,7 +18,7 @@ from rlx_ref.ops._backward_scan_samples import fma_body, fma_forward, fma_vjp
 from rlx_ref.ops._control_bodies import add, binary, constant, make_body
 from rlx_ref.ops.backward_scan import ScanBackwardAttrs, ScanBackwardXsAttrs
 from rlx_ref.ops.control import scan_kept_steps
-from rlx_ref.ops.opdef import RefCtx, get, kinds
+from rlx_ref.ops.opdef import RefCtx, get
 from rlx_ref.passes.decompose import decompose
 
 HID = 4
@@ -26,9 +26,7 @@ SH, SW = Shape([1, HID], "f32"), Shape([HID, HID], "f32")
 
 
 def _cell(b, h, w, *x_t, tanh=False):
-    """h' = 0.5·(h @ W) + Σ x_t (odd rows gate h) - 0.1·h·h, or tanh(h @ W + Σ x_t).
-    (Mul by -0.1 rather than Sub: Sub's rule emits Neg, whose rule needs
-    ActivationBackward.)"""
+    """h' = 0.5·(h @ W) + Σ x_t (odd rows gate h) - 0.1·h·h, or tanh(h @ W + Σ x_t)."""
     z = add(b, "MatMul", None, h, w)
     if not tanh:
         z = binary(b, "Mul", z, constant(b, 0.5))
@@ -73,11 +71,9 @@ def test_scan_gradients_match_finite_differences(length, trajectory, bcast, n_xs
     assert res.ok, f"{res}\n{g.to_text()}"
 
 
-@pytest.mark.parametrize("trajectory", [True, False])
-def test_tanh_rnn_cell_matches_finite_differences(trajectory):
-    if "ActivationBackward" not in kinds():
-        pytest.skip("Activation's VJP emits ActivationBackward, not registered here")
-    g = _rnn(6, trajectory, bcast=True, tanh=True)
+@pytest.mark.parametrize("trajectory,k", [(True, 0), (False, 0), (True, 3)])
+def test_tanh_rnn_cell_matches_finite_differences(trajectory, k):
+    g = _rnn(7, trajectory, bcast=True, k=k, tanh=True)
     res = gradcheck(g, _values(g), _names(g))
     assert res.ok, str(res)
 
@@ -227,10 +223,11 @@ def _squared_gradient(g: Graph) -> Graph:
     return _replace_input(g1, SEED, lambda ng: ng.input("u", out.dims, out.dtype))
 
 
-@pytest.mark.parametrize("length,trajectory,k", [(4, True, 0), (4, False, 0), (7, True, 3),
-                                                  (1, False, 0)])
-def test_grad_of_grad_matches_finite_differences_of_the_grad(length, trajectory, k):
-    g2 = _squared_gradient(_rnn(length, trajectory, k=k))
+@pytest.mark.parametrize("length,trajectory,k,tanh", [
+    (4, True, 0, False), (4, False, 0, False), (7, True, 3, False), (1, False, 0, False),
+    (5, False, 0, True), (7, True, 3, True)])
+def test_grad_of_grad_matches_finite_differences_of_the_grad(length, trajectory, k, tanh):
+    g2 = _squared_gradient(_rnn(length, trajectory, k=k, tanh=tanh))
     v = _values(g2, seed=3)
     assert any(n.kind == "ScanBackward" for n in g2.nodes)
     res = gradcheck(g2, v, _names(_rnn(length, trajectory, k=k)))
@@ -239,14 +236,15 @@ def test_grad_of_grad_matches_finite_differences_of_the_grad(length, trajectory,
 
 # ── backends ───────────────────────────────────────────────────────────────
 
-@pytest.mark.parametrize("trajectory,k", [(False, 0), (True, 3)])
-def test_gradient_graph_of_a_scan_runs_on_numba_cpu(trajectory, k):
+@pytest.mark.parametrize("trajectory,k,tanh", [(False, 0, False), (True, 3, False),
+                                               (False, 0, True)])
+def test_gradient_graph_of_a_scan_runs_on_numba_cpu(trajectory, k, tanh):
     from rlx_ref.backends.registry import get_backend
 
     backend = get_backend("numba-cpu")
     if not backend.availability()[0]:
         pytest.skip("numba-cpu is not usable here")
-    g = _rnn(7, trajectory, k=k)
+    g = _rnn(7, trajectory, k=k, tanh=tanh)
     gg = grad_with_loss(g, _names(g))
     out = g.nodes[g.outputs[0]].shape.static_dims()
     feeds = {name: x.astype(np.float32) for name, x in _values(g, seed=7).items()}
@@ -256,6 +254,28 @@ def test_gradient_graph_of_a_scan_runs_on_numba_cpu(trajectory, k):
     assert exe.dispatch_report.path_of("ScanBackward") == "rewritten"   # before lowering
     for got, want in zip(exe.run(feeds), interpret(gg, feeds)):
         np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", ["numba_cpu", "opencl", "numba_cuda"])
+def test_backends_claim_only_dtypes_whose_decomposed_products_they_lower(backend):
+    import importlib
+
+    from rlx_ref.conformance.cases import build_cases
+    from rlx_ref.passes._rewrite import SupportTable
+    from rlx_ref.passes.legalize import legalize
+
+    table = importlib.import_module(f"rlx_ref.backends.{backend}.lowering").TABLE
+    kinds_ = ("ScanBackward", "ScanBackwardXs")
+    assert {table.paths()[k] for k in kinds_} == {"decomposed"}
+    native, checked = SupportTable.of(table), 0
+    for case in build_cases(kinds=list(kinds_)):
+        node = case.graph.nodes[case.graph.outputs[0]]
+        if node.kind in kinds_ and node.shape.dtype in table.supported_ops()[node.kind]:
+            after = decompose(case.graph, native)
+            assert not set(kinds_) & {n.kind for n in after.nodes}, case.id
+            legalize(after, native)         # raises naming any unclaimed kind or dtype
+            checked += 1
+    assert checked >= 15
 
 
 # ── the verifier ───────────────────────────────────────────────────────────
