@@ -104,6 +104,9 @@ def test_the_rule_emits_one_backward_sweep_per_float_operand():
     assert [n.attrs.name for n in vjp.input_nodes()][-1] == SEED
     assert len(vjp.outputs) == 4 and back[0].attrs.forward_body is None
     assert parse(print_graph(gg)) == gg                # bodies round-trip in the text form
+    only = grad(_rnn(5, True, bcast=False, n_xs=2), ["xs1"])     # one sweep per wrt
+    assert [n.kind for n in only.nodes if n.kind.startswith("ScanBackward")] == \
+        ["ScanBackwardXs"]
 
 
 def test_integer_per_step_operand_gets_no_gradient():
@@ -232,6 +235,16 @@ def test_grad_of_grad_matches_finite_differences_of_the_grad(length, trajectory,
     assert any(n.kind == "ScanBackward" for n in g2.nodes)
     res = gradcheck(g2, v, _names(_rnn(length, trajectory, k=k)))
     assert res.ok, str(res)
+
+
+@pytest.mark.parametrize("trajectory,k", [(False, 0), (True, 3)])
+def test_hvp_through_a_scan_matches_finite_differences_of_the_gradient(trajectory, k):
+    from rlx_ref.conformance.cases import make_case
+    from rlx_ref.conformance.gradcheck import check_second_order
+
+    g = _rnn(7, trajectory, k=k, tanh=True)
+    feeds = {name: x.astype(np.float32) for name, x in _values(g).items()}
+    assert check_second_order(make_case("scan-rnn", "f32", g, feeds)) is None
 
 
 # ── backends ───────────────────────────────────────────────────────────────

@@ -40,7 +40,8 @@ def body_gradient(body: Graph) -> Graph:
 
 @vjp_rule("Scan")
 def vjp_scan(ctx, dy):
-    """``[dinit, dxs...]`` from ScanBackward and ScanBackwardXs (None for integer xs)."""
+    """``[dinit, dxs...]`` from ScanBackward and ScanBackwardXs (None for an operand off
+    the path to a wrt, and for integer xs)."""
     a = ctx.attrs
     if a.num_bcast or not a.save_trajectory:
         raise ctx.fail("a Scan without trajectory or with broadcast operands should have "
@@ -50,7 +51,9 @@ def vjp_scan(ctx, dy):
                   num_xs=a.num_xs, num_checkpoints=a.num_checkpoints,
                   forward_body=a.body if checkpointed(a) else None)
     operands = (ctx.x[0], ctx.y, dy) + tuple(ctx.x[1:])
-    dinit = ctx.g.op("ScanBackward", operands, **fields)
+    # each backward kind is a sweep of its own: emit only those a wrt needs
+    dinit = ctx.g.op("ScanBackward", operands, **fields) if ctx.needs(0) else None
     dxs = [ctx.g.op("ScanBackwardXs", operands, xs_idx=i, **fields)
-           if _differentiable(ctx.in_shapes[1 + i]) else None for i in range(a.num_xs)]
+           if ctx.needs(1 + i) and _differentiable(ctx.in_shapes[1 + i]) else None
+           for i in range(a.num_xs)]
     return [dinit] + dxs

@@ -129,7 +129,8 @@ def main(op: str | None = None, seed: int = 0) -> int:
 
 # a representative set for second order: every family's core kinds
 SECOND_ORDER = ("Activation", "Binary", "Softmax", "Reduce", "MatMul", "LayerNorm", "RmsNorm",
-                "Attention", "Conv", "Pool", "Gather", "Cumsum", "SoftmaxCrossEntropyWithLogits")
+                "Attention", "Conv", "Pool", "Gather", "Cumsum", "SoftmaxCrossEntropyWithLogits",
+                "Scan")
 
 
 def check_second_order(case, seed: int = 0, h: float = 1e-5) -> str | None:
