@@ -158,7 +158,8 @@ def grad_cases(seed: int = 0) -> list:
     return out + model_grad_cases(seed)
 
 
-MODELS = ("mlp", "attention-block", "conv-groupnorm", "conv-batchnorm", "if-then", "if-else")
+MODELS = ("mlp", "attention-block", "conv-groupnorm", "conv-batchnorm", "if-then", "if-else",
+          "scan-rnn", "scan-rnn-trajectory")
 
 
 def model_grad_cases(seed: int) -> list:
