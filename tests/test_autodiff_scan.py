@@ -213,6 +213,24 @@ def test_decomposition_recomputes_from_the_saved_rows_as_the_oracle(kind):
     np.testing.assert_array_equal(interpret(after, feeds)[0], interpret(g, feeds)[0])
 
 
+def test_decomposition_packs_a_carry_and_an_xs_of_different_dtypes():
+    g = Graph("t")
+    c0, xs = g.input("c", [3]), g.input("xs", [4, 3], "f64")
+    body = make_body("b", [Shape([3], "f32"), Shape([3], "f64")], lambda b, c, x: binary(
+        b, "Mul", c, add(b, "Cast", get("Cast").attrs(DType.F32), x)))
+    g.set_outputs([g.op("Scan", (c0, xs), body=body, length=4, save_trajectory=True,
+                        num_bcast=0, num_xs=1, num_checkpoints=2)])
+    gg = grad(g, ["c", "xs"])
+    after = decompose(gg, kinds=["ScanBackward", "ScanBackwardXs"])
+    assert not any(n.kind.startswith("ScanBackward") for n in after.nodes)
+    rng = np.random.default_rng(0)
+    feeds = {"c": rng.standard_normal(3).astype(np.float32), "xs": rng.standard_normal((4, 3)),
+             SEED: rng.standard_normal((2, 3)).astype(np.float32)}
+    for got, want in zip(interpret(after, feeds), interpret(gg, feeds)):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
 def _squared_gradient(g: Graph) -> Graph:
     """Σ |∂(u·f)/∂inputs|² with the cotangent u an ordinary Input: a scalar of the first
     gradient, whose own gradient needs the gradient of ScanBackward."""
