@@ -10,6 +10,8 @@ import time
 
 import pytest
 
+from rlx_ref.backends.base import BackendUnavailable
+
 pytest.importorskip("numba")
 cuda = pytest.importorskip("numba.cuda", reason="numba-cuda is not installed "
                            "(pip install 'numba-cuda[cu13]')")
@@ -50,7 +52,7 @@ def test_availability_explains_what_is_missing():
     elif not ok:
         assert "CUDA" in why or "numba-cuda" in why
         assert not CUDA.emulated
-    with pytest.raises(ValueError, match="GPU number"):
+    with pytest.raises(BackendUnavailable, match="GPU number"):     # a spec error, named
         get_backend("cuda:x")
     assert get_backend("cuda:1").index == 1
 

@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from .._atomic import atomic_open, write_json
+from .._atomic import write_bytes, write_json
 from ..interpret import Interpreter
 from .model import (ERROR, MISMATCH, OK, PASSING, UNSUPPORTED, XFAIL, XPASS, CaseResult)
 
@@ -291,8 +291,7 @@ def write_results(doc: dict, path) -> None:
     head = json.dumps({k: v for k, v in doc.items() if k != "results"}, ensure_ascii=False)
     lines = ",\n".join(json.dumps(r, ensure_ascii=False, sort_keys=True) for r in rows)
     text = f'{head[:-1]}{", " if len(head) > 2 else ""}"results": [\n{lines}\n]}}\n'
-    with atomic_open(path, "wb") as f:
-        f.write(gzip.compress(text.encode("utf-8"), mtime=0))
+    write_bytes(path, gzip.compress(text.encode("utf-8"), mtime=0))
 
 
 def summarize(results: list[dict]) -> dict:
