@@ -6,7 +6,7 @@ graph runs on every backend. Usage: ``python examples/train_mlp.py [--device num
 """
 import argparse
 
-from rlx_ref.training import Adam, fit
+from rlx_ref.training import Adam, fit, loss_lines
 from rlx_ref.training.models import mlp_classifier, spirals
 
 
@@ -22,9 +22,7 @@ def main(argv=None) -> list:
         x, y = spirals(args.batch, seed=i)
         batches.append({"x": x, "labels": y})
     losses = fit(graph, params, batches, Adam(lr=0.02), device=args.device)
-    for i in range(0, len(losses), max(1, len(losses) // 10)):
-        print(f"step {i + 1:4d}  loss {losses[i]:.4f}")
-    print(f"step {len(losses):4d}  loss {losses[-1]:.4f}")
+    print("\n".join(loss_lines(losses)))
     return losses
 
 

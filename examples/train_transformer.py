@@ -7,7 +7,7 @@ predictable from the context: the loss falls from ln(vocab) toward 0. Usage:
 """
 import argparse
 
-from rlx_ref.training import SGD, Adam, fit
+from rlx_ref.training import SGD, Adam, fit, loss_lines
 from rlx_ref.training.models import counting_corpus, transformer_lm
 
 
@@ -25,9 +25,7 @@ def main(argv=None) -> list:
         batches.append({"tokens": tokens, "targets": targets})
     opt = Adam(lr=3e-3) if args.adam else SGD(lr=0.1, momentum=0.9)
     losses = fit(graph, params, batches, opt, device=args.device)
-    for i in range(0, len(losses), max(1, len(losses) // 10)):
-        print(f"step {i + 1:4d}  loss {losses[i]:.4f}")
-    print(f"step {len(losses):4d}  loss {losses[-1]:.4f}")
+    print("\n".join(loss_lines(losses)))
     return losses
 
 

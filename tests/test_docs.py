@@ -2,6 +2,8 @@
 import runpy
 from pathlib import Path
 
+import pytest
+
 from rlx_ref.docgen import render
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,3 +25,12 @@ def test_every_kind_has_a_section():
 def test_dsl_quickstart_example_runs(capsys):
     runpy.run_path(str(ROOT / "examples/dsl_quickstart.py"), run_name="__main__")
     assert "max abs difference" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("example,steps", [("train_mlp", 40), ("train_transformer", 30)])
+def test_training_examples_run_and_learn(example, steps, capsys):
+    """The examples run as their docstrings say (on the oracle here, a few steps)."""
+    mod = runpy.run_path(str(ROOT / f"examples/{example}.py"))
+    losses = mod["main"](["--device", "reference", "--steps", str(steps)])
+    assert len(losses) == steps and losses[-1] < 0.7 * losses[0]
+    assert f"step {steps:4d}  loss" in capsys.readouterr().out

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from ..ir.graph import Graph, Node
 from ..ir.shape import Shape
-from ._build import AutodiffError, reshape, static_dims, transpose
+from ._build import AutodiffError, load_rule_modules, reshape, static_dims, transpose
 
 BATCH: dict[str, Callable] = {}
 SAME = object()     # ``emit``'s default payload: the node's own
@@ -140,22 +140,8 @@ def rule_for(kind: str, where: str) -> Callable:
                         f"@batch_rule({kind!r}) in rlx_ref/autodiff/batch_*.py") from None
 
 
-_LOADED = []
-
-
 def _load_rules() -> None:
-    """Import every ``batch_*`` module of this package once (each registers its rules)."""
-    if _LOADED:
-        return
-    import importlib
-    import pkgutil
-
-    from . import __path__ as here
-
-    for name in sorted(m.name for m in pkgutil.iter_modules(here)):
-        if name.startswith("batch_"):
-            importlib.import_module(f"{__package__}.{name}")
-    _LOADED.append(True)
+    load_rule_modules("batch_")
 
 
 def batch_kinds() -> list[str]:

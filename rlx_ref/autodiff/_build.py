@@ -13,6 +13,25 @@ from ..ir.shape import Shape
 from ..ops.leaves import ConstantAttrs, constant_bytes
 
 
+_LOADED: set = set()
+
+
+def load_rule_modules(prefix: str) -> None:
+    """Import once every module of this package whose name starts with ``prefix``
+    (``rules_``, ``batch_``): each registers its rules in its transform's table."""
+    if prefix in _LOADED:
+        return
+    import importlib
+    import pkgutil
+
+    from . import __path__ as here
+
+    for name in sorted(m.name for m in pkgutil.iter_modules(here)):
+        if name.startswith(prefix):
+            importlib.import_module(f"{__package__}.{name}")
+    _LOADED.add(prefix)
+
+
 class AutodiffError(ValueError):
     """A graph the transform cannot differentiate; the message names the node and why."""
 

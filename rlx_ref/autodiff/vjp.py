@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from ..ir.graph import Graph, Node
 from ..ir.shape import Shape
-from ._build import AutodiffError
+from ._build import AutodiffError, load_rule_modules
 
 VJP: dict[str, Callable] = {}
 
@@ -88,22 +88,8 @@ def _no_gradient(ctx: VjpContext, dy: int):
     return [None] * len(ctx.x)
 
 
-_LOADED = []
-
-
 def _load_rules() -> None:
-    """Import every ``rules_*`` module of this package once (each registers its rules)."""
-    if _LOADED:
-        return
-    import importlib
-    import pkgutil
-
-    from . import __path__ as here
-
-    for name in sorted(m.name for m in pkgutil.iter_modules(here)):
-        if name.startswith("rules_"):
-            importlib.import_module(f"{__package__}.{name}")
-    _LOADED.append(True)
+    load_rule_modules("rules_")
 
 
 def rule_kinds() -> list[str]:

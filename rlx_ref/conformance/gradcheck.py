@@ -84,14 +84,15 @@ def check_case(case, seed: int = 0, h: float = 1e-6) -> str | None:
     return None
 
 
-def check_kind(kind: str, seed: int = 0, limit: int = 2) -> KindCheck:
-    """Every source case of ``kind`` checked (``limit`` per sub-op)."""
+def _check_sources(label: str, kind: str, check, seed: int, limit: int) -> KindCheck:
+    """``check(case, seed)`` on each source case of ``kind``; a payload variant without a
+    rule is counted apart, as ``no rule``."""
     from ..autodiff import AutodiffError
 
-    out = KindCheck(kind)
+    out = KindCheck(label)
     for case in source_cases(kind, limit, seed):
         try:
-            why = check_case(case, seed)
+            why = check(case, seed)
         except AutodiffError as e:
             if "no VJP rule" in str(e):
                 out.no_rule += 1
@@ -101,6 +102,11 @@ def check_kind(kind: str, seed: int = 0, limit: int = 2) -> KindCheck:
         if why:
             out.failures.append(f"{case.id} ({case.source}): {why}")
     return out
+
+
+def check_kind(kind: str, seed: int = 0, limit: int = 2) -> KindCheck:
+    """Every source case of ``kind`` checked (``limit`` per sub-op)."""
+    return _check_sources(kind, kind, check_case, seed, limit)
 
 
 def differentiable_kinds() -> list:
@@ -162,18 +168,4 @@ def check_second_order(case, seed: int = 0, h: float = 1e-5) -> str | None:
 
 
 def check_kind_second_order(kind: str, seed: int = 0, limit: int = 1) -> KindCheck:
-    from ..autodiff import AutodiffError
-
-    out = KindCheck(f"{kind} (2nd order)")
-    for case in source_cases(kind, limit, seed):
-        try:
-            why = check_second_order(case, seed)
-        except AutodiffError as e:
-            if "no VJP rule" in str(e):
-                out.no_rule += 1
-                continue
-            why = f"AutodiffError: {e}"
-        out.checked += 1
-        if why:
-            out.failures.append(f"{case.id} ({case.source}): {why}")
-    return out
+    return _check_sources(f"{kind} (2nd order)", kind, check_second_order, seed, limit)

@@ -30,4 +30,11 @@ def fit(forward, params: dict, batches, optimizer, device: str = "reference") ->
     return [state.step(b) for b in batches]
 
 
-__all__ = ["SGD", "Adam", "TrainState", "backend_runner", "fit", "train_step"]
+def loss_lines(losses: list, rows: int = 10) -> list:
+    """About ``rows`` evenly spaced ``step N  loss L`` lines, the last step included."""
+    every = max(1, len(losses) // rows)
+    picks = sorted(set(range(0, len(losses), every)) | {len(losses) - 1}) if losses else []
+    return [f"step {i + 1:4d}  loss {losses[i]:.4f}" for i in picks]
+
+
+__all__ = ["SGD", "Adam", "TrainState", "backend_runner", "fit", "loss_lines", "train_step"]
