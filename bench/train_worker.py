@@ -135,15 +135,18 @@ def rlx_memory(graph, params, batch, lr: float) -> dict:
     state.step(batch)
     state.step(batch)
     plan = exe._plans[()]
-    planned = sum({id(b): b.nbytes for b in plan.buffer.values()}.values())
+    bases = {}                  # buffers shared by element count are views of one base
+    for b in plan.buffer.values():
+        base = b if b.base is None else b.base
+        bases[id(base)] = base.nbytes
+    planned = sum(bases.values())
     tracemalloc.start()
     state.step(batch)
     traced = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     return {"planned_bytes": planned, "traced_peak_bytes": traced,
             "step_bytes": planned + traced, "nodes": len(plan.graph.nodes),
-            "steps": len(plan.steps), "distinct_buffers": len({id(b) for b in
-                                                                 plan.buffer.values()}),
+            "steps": len(plan.steps), "distinct_buffers": len(bases),
             "profile": profile_kinds(plan, lambda: state.step(batch))}
 
 
