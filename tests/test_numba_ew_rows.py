@@ -1,5 +1,6 @@
-"""Elementwise kernels with strided broadcast reads run over rows of the output's last
-axis: every broadcast pattern, in the serial and the parallel variant, matches numpy."""
+"""Elementwise kernels with strided broadcast reads (or suffix reads of whole rows) run over
+rows of the output's last axis: every broadcast pattern, in the serial and the parallel
+variant, standalone and fused, matches numpy."""
 import numpy as np
 import pytest
 
@@ -16,6 +17,10 @@ SHAPES = [
     ((5, 1), (1, 3)),
     ((0, 4, 3), (0, 4, 1)),               # empty
     ((2, 0, 3), (2, 1, 3)),
+    ((8, 16, 32), (16, 32)),              # suffix reads by rows (last axis >= 8)
+    ((4, 8, 16), (1, 1, 16)),
+    ((6, 4), (4,)),                       # a short last axis: the flat loop
+    ((5, 8), (1,)),                       # a scalar operand
 ]
 
 
@@ -44,3 +49,17 @@ def test_parallel_rows_match_numpy():
     np.testing.assert_array_equal(out, xa - xb)
     out, xa, xb = _run((4, 1, 64), (4, 256, 1), "mul")
     np.testing.assert_array_equal(out, xa * xb)
+
+
+def test_fused_region_with_suffix_and_scalar_operands():
+    """A fused chain reads a [16] bias by rows and a [] scale once per row."""
+    g = rlx_ref.Graph("region")
+    x, b, c = g.input("x", [64, 16]), g.input("b", [16]), g.input("c", [])
+    g.set_outputs([g.exp(g.mul(g.add(x, b), c))])
+    rng = np.random.default_rng(1)
+    f = {"x": rng.standard_normal((64, 16)).astype(np.float32),
+         "b": rng.standard_normal(16).astype(np.float32), "c": np.float32(0.5)}
+    exe = NB.compile(g)
+    ew = [src for name, src in exe.kernel_sources().items() if name.startswith("ew_")]
+    assert len(ew) == 1 and "for t in range(w)" in ew[0]          # one fused row kernel
+    np.testing.assert_allclose(exe.run(f)[0], rlx_ref.interpret(g, f)[0], rtol=2e-6)
