@@ -36,7 +36,8 @@ def _header(res: dict) -> list:
         "`set_param` copies included); PyTorch runs the same model in eager autograd with "
         "`torch.optim.Adam`; JAX runs one `jax.jit` of `value_and_grad` plus the same Adam "
         "formulas, params and state donated (bench/train_peers.py). All start from the "
-        "rlx model's initial weights; the losses of steps 1 and 2 agree within 1e-5 "
+        "rlx model's initial weights; rlx_ref's kernel cache on disk is warm here (cold "
+        "compile times are in the higher-order section). The losses of steps 1 and 2 agree within 1e-5 "
         "relative on every system before anything is timed. Each configuration runs in a "
         "process of its own; systems are timed in rounds, each round in another order, a "
         "round timing enough consecutive steps for ~20 ms. Median and quartiles (p25-p75) "
@@ -56,7 +57,7 @@ def _times(threads: str, c: dict) -> list:
         t, chk = m["times"], m["check"]
         base = {p: t[p]["median_ms"] for p in TARGETS if p in t}
         for sys_, r in t.items():
-            ratios = [_f(r["median_ms"] / base[p], ".2f") if p in base else "–"
+            ratios = [_f(r["median_ms"] / base[p]) if p in base else "–"
                       for p in TARGETS]
             out.append(f"| {kind} | {sys_} | {_f(r['median_ms'])} | {_f(r['p25_ms'])}-"
                        f"{_f(r['p75_ms'])} | {' | '.join(ratios)} | "
@@ -76,21 +77,21 @@ def _memory(mem: dict) -> list:
     base = pt["step_bytes"] if pt else None
     out = ["| system | step MiB | × PyTorch | what is counted |", "|---|---|---|---|"]
     if rlx:
-        out.append(f"| rlx numba-cpu | {rlx['step_bytes'] / MIB:.1f} | "
-                   f"{_f(rlx['step_bytes'] / base if base else None, '.2f')} | the plan's "
+        out.append(f"| rlx numba-cpu | {rlx['step_bytes'] / MIB:.3g} | "
+                   f"{_f(rlx['step_bytes'] / base if base else None)} | the plan's "
                    f"buffers ({rlx['planned_bytes'] / MIB:.1f} MiB: {rlx['distinct_buffers']} "
                    f"buffers for {rlx['steps']} steps, allocated once at compile) + numpy's "
                    f"peak during a step, tracemalloc ({rlx['traced_peak_bytes'] / MIB:.1f} "
                    "MiB: the new params and Adam state, the loss, `set_param` copies, host "
                    "temporaries); kernels' own row scratch (kilobytes) not counted |")
     if pt:
-        out.append(f"| pytorch | {pt['step_bytes'] / MIB:.1f} | 1.00 | peak of the running "
+        out.append(f"| pytorch | {pt['step_bytes'] / MIB:.3g} | 1.00 | peak of the running "
                    "sum of CPU allocator events (`torch.profiler`, `profile_memory=True`) "
                    f"over a step, above what was live at its start ({pt['allocations']} "
                    "allocations); Adam updates in place |")
     if jx:
-        out.append(f"| jax | {jx['step_bytes'] / MIB:.1f} | "
-                   f"{_f(jx['step_bytes'] / base if base else None, '.2f')} | XLA's buffer "
+        out.append(f"| jax | {jx['step_bytes'] / MIB:.3g} | "
+                   f"{_f(jx['step_bytes'] / base if base else None)} | XLA's buffer "
                    f"assignment (`memory_analysis()`): temporaries "
                    f"{jx['temp_bytes'] / MIB:.1f} MiB + outputs not aliased to the donated "
                    "params and state |")
@@ -116,12 +117,12 @@ def _nth(threads: str, nth: dict) -> list:
 def _profile(prof: dict, kind: str) -> list:
     total = sum(k["ms"] for k in prof["kinds"].values())
     out = [f"### Where numba-cpu's {kind} step goes", "",
-           f"Each planned step timed in place (one thread, {prof['step_ms']:.0f} ms per "
-           f"step with the timers, {total:.0f} ms inside steps).", "",
+           f"Each planned step timed in place (one thread, {prof['step_ms']:.3g} ms per "
+           f"step with the timers, {total:.3g} ms inside steps).", "",
            "| op kind | nodes | ms per step | share |", "|---|---|---|---|"]
     for k, v in prof["kinds"].items():
         if v["ms"] >= 0.005 * total:
-            out.append(f"| {k} | {v['nodes']} | {v['ms']:.1f} | {v['ms'] / total:.0%} |")
+            out.append(f"| {k} | {v['nodes']} | {v['ms']:.3g} | {v['ms'] / total:.0%} |")
     return out + [""]
 
 

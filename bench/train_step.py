@@ -46,8 +46,11 @@ def machine() -> dict:
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as f:
-            cpu = next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
-    except (OSError, StopIteration):
+            info = dict((k.strip(), v.strip()) for k, _, v in
+                        (ln.partition(":") for ln in f.read().split("\n\n")[0].splitlines()))
+        cpu = (f"{info['model name']} (family {info['cpu family']}, model {info['model']}"
+               f"{', AVX-512' if 'avx512f' in info.get('flags', '') else ''})")
+    except (OSError, KeyError):
         pass
     versions = {"python": platform.python_version()}
     for pkg in ("numpy", "numba", "llvmlite", "torch", "jax", "jaxlib", "pyopencl"):
@@ -120,9 +123,15 @@ def write(res: dict, out: Path) -> None:
                 continue
             rows[f"{kind}, {label}"] = {s: v["median_ms"] / base for s, v in t.items()}
             series += [s for s in t if s not in series]
+    mem = next(iter(res["configs"].values()))["steps"]["models"].get("transformer", {})
+    mem = mem.get("memory", {})
+    if mem.get("pytorch"):
+        base = mem["pytorch"]["step_bytes"]
+        rows["transformer, step memory"] = {s: mem[s]["step_bytes"] / base for s in
+                                            ("rlx numba-cpu", "pytorch", "jax") if s in mem}
     if rows:
         out.with_suffix(".svg").write_text(
-            bar_chart(rows, tuple(series), "step time / PyTorch step time (log scale)"))
+            bar_chart(rows, tuple(series), "step time (and memory) / PyTorch's, log scale"))
     print(md.read_text())
 
 
