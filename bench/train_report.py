@@ -37,8 +37,9 @@ def _header(res: dict) -> list:
         "`torch.optim.Adam`; JAX runs one `jax.jit` of `value_and_grad` plus the same Adam "
         "formulas, params and state donated (bench/train_peers.py). All start from the "
         "rlx model's initial weights; rlx_ref's kernel cache on disk is warm here (cold "
-        "compile times are in the higher-order section). The losses of steps 1 and 2 agree within 1e-5 "
-        "relative on every system before anything is timed. Each configuration runs in a "
+        "compile times are in the higher-order section). The losses of steps 1 and 2 "
+        "agree within 1e-5 relative on every system before anything is timed. Each "
+        "configuration runs in a "
         "process of its own; systems are timed in rounds, each round in another order, a "
         "round timing enough consecutive steps for ~20 ms. Median and quartiles (p25-p75) "
         "over the rounds; ratios are medians of the same run.", ""]
