@@ -36,11 +36,12 @@ def set_threads(n: int) -> None:
 
 
 def opencl_usable() -> bool:
+    from rlx_ref.backends.base import BackendUnavailable
     from rlx_ref.backends.registry import get_backend
 
     try:
         return get_backend("opencl").availability()[0]
-    except Exception:              # no pyopencl, no platform, a device that cannot build
+    except (BackendUnavailable, ImportError):     # no pyopencl, no usable platform
         return False
 
 
