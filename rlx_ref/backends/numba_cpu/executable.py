@@ -74,7 +74,7 @@ class Plan:
         self.buffer = assign_buffers(
             self.graph, [node for node, _, _ in self.steps], keep,
             lambda n: n.id not in keep and n.id not in returns,
-            lambda dt, dims: np.empty(dims, dt.np), "numba-cpu")
+            lambda dt, dims: np.empty(dims, dt.np), "numba-cpu", reshape=_view)
 
     def prepare(self) -> None:
         """Precompute the run loop: a list environment indexed by node id, with constants
@@ -135,6 +135,11 @@ class Plan:
             node = self.graph.nodes[nid]
             raise NumbaRunError(f"at %{node.id} in @{self.graph.name}: {e}\n"
                                 f"  while running: {node}") from e
+
+
+def _view(buf: np.ndarray, dims: tuple) -> np.ndarray:
+    """A planned buffer as ``dims`` (the same array when the shape already matches)."""
+    return buf if buf.shape == dims else buf.reshape(dims)
 
 
 _LEAVES = ("Input", "Param", "Constant")

@@ -49,7 +49,8 @@ def lower_chain(node, ins, ctx) -> Step:
             use(f"ew.read.{m}")
         modes.append(m)
         strides.append(st)
-    name, source = render(steps, k_in, k_steps, modes)
+    name, source = render(steps, k_in, k_steps, modes,
+                          _row_steps(modes, strides, [s.numel for s in ins], out_dims))
     kernel = compile_kernel(name, source)
     par = use_par("ew", math.prod(out_dims) >= th("par_elements"))
     fn = kernel.get(name + "_par") if par else kernel.fn
@@ -96,6 +97,21 @@ def lower_chain(node, ins, ctx) -> Step:
         if fix_fma:
             _exact_fma_fixup(out, xs)
     return Step(run, [kernel], jit=jit)
+
+
+ROW_MIN = 8     # a suffix (mod) read goes by rows from this last-axis length on
+
+
+def _row_steps(modes, strides, sizes, out_dims):
+    """``render``'s ``row_steps``: by rows when an operand is read through strides, or
+    read modulo a size that is whole rows of a long enough last axis; else None."""
+    w = out_dims[-1] if out_dims else 0
+    mods = [n for m, n in zip(modes, sizes) if m == "mod"]
+    if not w or not ("strided" in modes or (mods and w >= ROW_MIN and
+                                            all(n % w == 0 for n in mods))):
+        return None
+    return tuple(int(st[-1]) if m == "strided" and st[-1] in (0, 1) else None
+                 for m, st in zip(modes, strides))
 
 
 def _upsample2x(x: np.ndarray) -> np.ndarray:
