@@ -19,6 +19,19 @@ from .rng import CounterRNG
 F32 = np.float32
 
 
+def _binary_mod_rows(seed: int) -> list:
+    """[4, 3, 8] · [3, 8]: a suffix operand of several whole rows, read by the row kernel
+    (a last axis of 8) one row at a time."""
+    from ..ops._elementwise_binary import BinaryAttrs
+    from .cases import Spec
+
+    r = _rng(seed, "Binary-mod-rows")
+    x = r.standard_normal((4, 3, 8)).astype(F32)
+    y = r.standard_normal((3, 8)).astype(F32)
+    return [Spec("Binary", BinaryAttrs("Mul"), (x, y), ("power", "mod-rows", "broadcast"),
+                 source="power:binary-mod-rows")]
+
+
 def _rng(seed: int, kind: str):
     return CounterRNG(seed, f"power-reduce:{kind}")
 
@@ -66,6 +79,6 @@ def _reduce(seed: int) -> list:
                  ("power", "partial-tile", LOWERED_TAG), source="power:partial-column-tile")]
 
 
-BY_KIND = {"ArgMax": lambda seed: _nan_first("ArgMax", seed),
+BY_KIND = {"Binary": _binary_mod_rows, "ArgMax": lambda seed: _nan_first("ArgMax", seed),
            "ArgMin": lambda seed: _nan_first("ArgMin", seed),
            "Softmax": _softmax, "Reduce": _reduce}
