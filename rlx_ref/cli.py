@@ -108,7 +108,7 @@ def _check_array(path, what: str, arr, node, float64: bool) -> None:
                              want) from None
     dims = node.shape.dims
     if dt != node.shape.dtype and not (float64 and arr.dtype == "float64"
-                                       and node.shape.dtype.is_float()):
+                                       and node.shape.dtype.is_float):
         raise FileInputError(path, f"holds dtype {dt}", want)
     if len(dims) != arr.ndim or any(not isinstance(d, Dyn) and d != n
                                     for d, n in zip(dims, arr.shape)):

@@ -143,6 +143,19 @@ def test_good_files_run(tmp_path):
         assert _check(reader, data)[0] == 0
 
 
+def test_float64_run_takes_float64_inputs_for_float_declarations(tmp_path):
+    (tmp_path / "g.rlx").write_bytes(GRAPH)
+    (tmp_path / "x.npy").write_bytes(_npy(np.array([1.0, 2.0, 3.0])))     # f64 for an f32 x
+    (tmp_path / "p.npz").write_bytes(_npz(b=np.ones(3)))
+    argv = ["run", str(tmp_path / "g.rlx"), "--input", f"x={tmp_path / 'x.npy'}",
+            "--params", str(tmp_path / "p.npz"), "--out", str(tmp_path / "o.npz")]
+    rc, _, err = _cli(argv + ["--float64"])
+    assert rc == 0, err
+    np.testing.assert_array_equal(np.load(tmp_path / "o.npz")["out0"], [0.0, -1.0, -2.0])
+    rc, _, err = _cli(argv)                 # without --float64 the declared f32 is required
+    assert rc == 2 and "holds dtype f64" in err, err
+
+
 def test_out_names_a_directory_or_gets_npz_added(tmp_path):
     for name, data in (("g.rlx", GRAPH), ("x.npy", X), ("p.npz", PARAMS)):
         (tmp_path / name).write_bytes(data)
