@@ -155,3 +155,23 @@ def test_unchecked_entries_from_plain_numba_are_replaced_quietly(cache):
     np.testing.assert_allclose(got, WANT, rtol=1e-6)
     assert "KernelCacheWarning" not in err, err
     assert all(f.read_bytes().startswith(kc.MAGIC) for f in pyc.glob("*.nbc"))
+
+
+def test_writers_racing_on_one_function_never_cross_signatures(tmp_path):
+    """Two processes adding overloads of one function at once: b still sees the index
+    without a's entry, and a's data file lands last. Numbered data files let both pick
+    '.1', so b's signature then named a's machine code ("can't unbox array"); files
+    named by key cannot cross."""
+    a = kc.CheckedCacheFile(str(tmp_path), "f-1.py", "stamp")
+    b = kc.CheckedCacheFile(str(tmp_path), "f-1.py", "stamp")
+    stale = b._load_index()
+    b._load_index = lambda: dict(stale)          # b read the index before a wrote it
+    deferred, write = [], a._save_data
+    a._save_data = lambda name, data: deferred.append((name, data))
+    a.save(("sig-f32", "magic"), {"code": "f32"})
+    b.save(("sig-f64", "magic"), {"code": "f64"})
+    for name, data in deferred:                  # a's data file is written last
+        write(name, data)
+    fresh = kc.CheckedCacheFile(str(tmp_path), "f-1.py", "stamp")
+    assert fresh.load(("sig-f64", "magic")) == {"code": "f64"}
+    assert fresh.load(("sig-f32", "magic")) in (None, {"code": "f32"})   # lost, never crossed

@@ -108,6 +108,23 @@ class CheckedCacheFile(caching.IndexDataCacheFile):
             return {}
         return overloads if stamp == self._source_stamp else {}
 
+    def save(self, key, data):
+        """Save ``data`` in a file named by ``key``'s hash, then index it.
+
+        Numba numbers a function's data files; two processes adding overloads of one
+        function at once can pick the same number, and the loser's index entry then names
+        the other signature's machine code ("can't unbox array", or a crash). Named by the
+        key, two signatures never share a file; a racing index write can only drop an
+        entry (a cache miss: that signature compiles again). The data is written first, so
+        an index entry never names a file that is not yet whole."""
+        digest = hashlib.sha256(repr(key).encode()).hexdigest()[:20]
+        name = f"{self._index_name[:-len('.nbi')]}.{digest}.nbc"     # numba: base.N.nbc
+        self._save_data(name, data)
+        overloads = self._load_index()
+        if overloads.get(key) != name:
+            overloads[key] = name
+            self._save_index(overloads)
+
     def _save_index(self, overloads):
         payload = self._dump((self._source_stamp, overloads))
         write_bytes(self._index_path, pickle.dumps(self._version, protocol=-1) + seal(payload),
