@@ -117,7 +117,7 @@ class CheckedCacheFile(caching.IndexDataCacheFile):
         key, two signatures never share a file; a racing index write can only drop an
         entry (a cache miss: that signature compiles again). The data is written first, so
         an index entry never names a file that is not yet whole."""
-        digest = hashlib.sha256(repr(key).encode()).hexdigest()[:20]
+        digest = hashlib.sha256(str(key).encode()).hexdigest()[:20]
         name = f"{self._index_name[:-len('.nbi')]}.{digest}.nbc"     # numba: base.N.nbc
         self._save_data(name, data)
         overloads = self._load_index()
