@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
 from ..ir.graph import Graph, Node
 from ..ir.shape import Shape
-from ._build import AutodiffError, load_rule_modules, reshape, static_dims, transpose
+from ._build import (AutodiffError, NodeRuleContext, load_rule_modules, reshape,
+                     static_dims, transpose)
 
 BATCH: dict[str, Callable] = {}
 SAME = object()     # ``emit``'s default payload: the node's own
@@ -83,7 +84,7 @@ def split_leading(g: Graph, x: int, size: int, what: str) -> int:
 
 
 @dataclass
-class BatchContext:
+class BatchContext(NodeRuleContext):
     """What a rule sees: the graph being built, the node, its operands and their batch axes."""
 
     g: Graph
@@ -94,17 +95,7 @@ class BatchContext:
     in_shapes: tuple    # the operands' unbatched shapes
     where: str          # "at %N (Kind)" for messages
     batch_body: Callable | None = None  # (body, in_bdims) -> Graph, for nested bodies
-
-    @property
-    def attrs(self) -> Any:
-        return self.node.attrs
-
-    @property
-    def out_shape(self) -> Shape:
-        return self.node.shape
-
-    def fail(self, why: str) -> VmapError:
-        return VmapError(f"{self.where}: {why}")
+    error = VmapError                   # what ``fail`` builds (not a field)
 
     def batched(self, i: int) -> bool:
         return self.bdims[i] is not None

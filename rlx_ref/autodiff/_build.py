@@ -36,6 +36,24 @@ class AutodiffError(ValueError):
     """A graph the transform cannot differentiate; the message names the node and why."""
 
 
+class NodeRuleContext:
+    """What every transform's rule context shares: the node's payload and shape, and an
+    error naming the node (``error`` is the transform's error type)."""
+
+    error = AutodiffError
+
+    @property
+    def attrs(self):
+        return self.node.attrs
+
+    @property
+    def out_shape(self):
+        return self.node.shape
+
+    def fail(self, why: str):
+        return self.error(f"{self.where}: {why}")
+
+
 def static_dims(g: Graph, x: int, what: str) -> tuple:
     s = g.shape(x)
     if not s.is_static:

@@ -14,7 +14,8 @@ from typing import Callable
 
 from ..ir.graph import Graph
 from ..ir.verify import verify_or_raise
-from ._build import AutodiffError, add_all, binary, reduce_sum, scalar, zeros
+from ._build import (AutodiffError, add_all, binary, load_rule_modules, reduce_sum, scalar,
+                     zeros)
 from .prepare import inline, prepare_for_ad
 from .vjp import NON_DIFFERENTIABLE, VjpContext, rule_for
 
@@ -128,11 +129,5 @@ def hvp(graph: Graph, wrt) -> Graph:
     return jvp(grad_with_loss(graph, names), names)
 
 
-_LOADED = []
-
-
 def _load() -> None:
-    if not _LOADED:
-        from . import jvp_rules  # noqa: F401  (importing it registers the rules)
-
-        _LOADED.append(True)
+    load_rule_modules("jvp_rules")

@@ -14,11 +14,10 @@ kind, never a silent zero; ``NON_DIFFERENTIABLE`` kinds send no gradient to any 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
 from ..ir.graph import Graph, Node
-from ..ir.shape import Shape
-from ._build import AutodiffError, load_rule_modules
+from ._build import AutodiffError, NodeRuleContext, load_rule_modules
 
 VJP: dict[str, Callable] = {}
 
@@ -43,7 +42,7 @@ def vjp_rule(*kinds: str):
 
 
 @dataclass
-class VjpContext:
+class VjpContext(NodeRuleContext):
     """What a rule sees: the gradient graph, the forward node and its mirrored values."""
 
     g: Graph
@@ -57,17 +56,6 @@ class VjpContext:
     def needs(self, i: int) -> bool:
         """Whether operand ``i`` needs a cotangent (it lies between a wrt and the loss)."""
         return self.node.inputs[i] in self.path
-
-    @property
-    def attrs(self) -> Any:
-        return self.node.attrs
-
-    @property
-    def out_shape(self) -> Shape:
-        return self.node.shape
-
-    def fail(self, why: str) -> AutodiffError:
-        return AutodiffError(f"{self.where}: {why}")
 
 
 def rule_for(kind: str, where: str) -> Callable:
