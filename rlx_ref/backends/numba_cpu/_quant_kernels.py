@@ -1,0 +1,168 @@
+"""Numba source of the DequantMatMul drivers, pasted after one scheme's decoder.
+
+``_decode`` is the scheme's block decoder (``_quant_decode``). W is [n, k] stored as GGML
+blocks over its flat index (block b holds elements b·bs .. b·bs + bs - 1); a row of W is
+``k // bs`` whole blocks when ``k % bs == 0``. Block size ``bs`` and bytes ``bb`` are
+arguments (read from the scheme record when the call is planned), never constants here.
+
+- ``qgemv_fused`` (m = 1): threads take equal runs of rows; each block's 16-value steps
+  are multiplied into a 16-lane register accumulator (``_quant_simd``), one horizontal sum
+  per row. ``qgemv`` is the same for decoders without fused steps: a row is decoded into an
+  f32 scratch of k values (L1/L2-resident), then dotted with x in a vectorized loop.
+- ``qtiles`` (m > 1): threads take tiles of ``nt`` rows of W; a tile is decoded ``kc``
+  columns at a time into a per-thread scratch [nt, kc] and multiplied by BLAS sgemm
+  (single-threaded, see ``lower_linalg.blas_serial``) straight into ``out[:, j0:j0 + nt]``
+  (ldc = n), accumulating over the k chunks (beta = 1 after the first). Numba's own
+  ``np.dot`` cannot accumulate or write a strided output block, so the kernel calls the
+  BLAS wrapper ``np.dot`` itself uses (``numba_xxgemm``).
+- ``qstraddle`` (k % bs != 0: blocks straddle rows): each row decodes every block that
+  covers part of it and takes only that part; neighbours may decode a shared block twice.
+- ``qdeq`` / ``qdeq_par``: blocks decoded in place into a flat f32 output (bit-exact).
+"""
+from __future__ import annotations
+
+DRIVERS = '''
+from numba import float32 as _nb_f32
+from numba.np.linalg import _BLAS
+
+_xxgemm = _BLAS().numba_xxgemm(_nb_f32)
+_decode = {dec}
+_dot = {dot}
+# the loops live in serial functions called from prange: inside a parfor body the
+# fastmath flags do not reach the loops (a dot there ran unvectorized, 25x slower)
+_FM = dict(cache=True, nogil=True, fastmath={{"reassoc", "contract"}})
+
+
+@njit(cache=True, nogil=True)
+def qdeq(buf, out, bs, bb, nblocks):
+    for b in range(nblocks):
+        _decode(buf, b * bb, out, b * bs)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def qdeq_par(buf, out, bs, bb, nblocks, nthr):
+    per = (nblocks + nthr - 1) // nthr
+    for w in prange(nthr):
+        for b in range(w * per, min(nblocks, (w + 1) * per)):
+            _decode(buf, b * bb, out, b * bs)
+
+
+@njit(**_FM)
+def _gemv_rows(x, buf, out, j0, j1, k, bs, bb, row):
+    # out[j] = W[j, :] . x for j0 <= j < j1: decode the row, then one vectorized dot
+    nbk = k // bs
+    rb = nbk * bb
+    for j in range(j0, j1):
+        base = j * rb
+        for b in range(nbk):
+            _decode(buf, base + b * bb, row, b * bs)
+        acc = np.float32(0)
+        for t in range(k):
+            acc += row[t] * x[t]
+        out[j] = acc
+
+
+@njit(cache=True, nogil=True)
+def _gemv_rows_fused(x, buf, out, j0, j1, k, bs, bb):
+    # as _gemv_rows, each block's 16-value steps multiplied into register accumulators:
+    # four, over consecutive blocks, so that the adds do not wait on one another
+    nbk = k // bs
+    rb = nbk * bb
+    for j in range(j0, j1):
+        base = j * rb
+        a0 = vzero16()
+        a1 = vzero16()
+        a2 = vzero16()
+        a3 = vzero16()
+        for b in range(0, nbk - 3, 4):
+            a0 = _dot(buf, base + b * bb, x, b * bs, a0)
+            a1 = _dot(buf, base + (b + 1) * bb, x, (b + 1) * bs, a1)
+            a2 = _dot(buf, base + (b + 2) * bb, x, (b + 2) * bs, a2)
+            a3 = _dot(buf, base + (b + 3) * bb, x, (b + 3) * bs, a3)
+        for b in range(nbk - nbk % 4, nbk):
+            a0 = _dot(buf, base + b * bb, x, b * bs, a0)
+        out[j] = vsum16(vadd16(vadd16(a0, a1), vadd16(a2, a3)))
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def qgemv(x, buf, out, k, bs, bb, nthr):
+    n = out.size
+    per = (n + nthr - 1) // nthr
+    for w in prange(nthr):
+        _gemv_rows(x, buf, out, w * per, min(n, (w + 1) * per), k, bs, bb,
+                   np.empty(k, np.float32))
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def qgemv_fused(x, buf, out, k, bs, bb, nthr):
+    n = out.size
+    per = (n + nthr - 1) // nthr
+    for w in prange(nthr):
+        _gemv_rows_fused(x, buf, out, w * per, min(n, (w + 1) * per), k, bs, bb)
+
+
+@njit(cache=True, nogil=True)
+def _tile(xf, buf, of, m, k, n, bs, bb, j0, nr, kc, tile, one, zero):
+    # of[:, j0:j0 + nr] = x @ W[j0:j0 + nr].T, kc columns of W decoded at a time
+    rb = (k // bs) * bb
+    for k0 in range(0, k, kc):
+        kcur = min(kc, k - k0)
+        nbk = kcur // bs
+        for r in range(nr):
+            base = (j0 + r) * rb + (k0 // bs) * bb
+            for b in range(nbk):
+                _decode(buf, base + b * bb, tile, r * kc + b * bs)
+        # column-major view: C[nr, m] (ldc n) = tile^T [nr, kcur] @ x^T [kcur, m]
+        _xxgemm(115, 116, 110, nr, m, kcur, one.ctypes, tile.ctypes, kc,
+                xf[k0:].ctypes, k, (zero if k0 == 0 else one).ctypes,
+                of[j0:].ctypes, n)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def qtiles(xf, buf, of, m, k, n, bs, bb, nt, kc, nthr):
+    # of [m, n] (flat) = xf [m, k] (flat) @ W.T, W in tiles of nt rows, round robin
+    ntiles = (n + nt - 1) // nt
+    for w in prange(nthr):
+        tile = np.empty(nt * kc, np.float32)
+        one = np.ones(1, np.float32)
+        zero = np.zeros(1, np.float32)
+        for t in range(w, ntiles, nthr):
+            _tile(xf, buf, of, m, k, n, bs, bb, t * nt, min(nt, n - t * nt), kc, tile, one,
+                  zero)
+
+
+@njit(**_FM)
+def _straddle_rows(x, buf, out, j0, j1, k, bs, bb, blk, acc):
+    # out[:, j] = x @ W[j, :] for j0 <= j < j1, blocks crossing row ends (k % bs != 0)
+    m = x.shape[0]
+    for j in range(j0, j1):
+        acc[:] = 0
+        lo = j * k
+        hi = lo + k
+        for b in range(lo // bs, (hi - 1) // bs + 1):
+            _decode(buf, b * bb, blk, 0)
+            e0 = max(lo, b * bs)
+            e1 = min(hi, (b + 1) * bs)
+            for i in range(m):
+                s = np.float32(0)
+                for e in range(e0, e1):
+                    s += blk[e - b * bs] * x[i, e - lo]
+                acc[i] += s
+        for i in range(m):
+            out[i, j] = acc[i]
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def qstraddle(x, buf, out, k, bs, bb, nthr):
+    n = out.shape[1]
+    per = (n + nthr - 1) // nthr
+    for w in prange(nthr):
+        _straddle_rows(x, buf, out, w * per, min(n, (w + 1) * per), k, bs, bb,
+                       np.empty(bs, np.float32), np.empty(x.shape[0], np.float32))
+'''
+
+
+def driver_source(decoder: str, decoder_src: str, dot: str | None = None) -> str:
+    """The kernel module source of one scheme: its decoder (and fused dot step, when it has
+    one: ``qgemv_fused`` needs it), then the drivers."""
+    return decoder_src + DRIVERS.format(dec=decoder, dot=dot or "None")
