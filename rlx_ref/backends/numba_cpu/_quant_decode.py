@@ -26,6 +26,13 @@ _NZ = np.float32(-0.0)      # x + -0.0 == x for every x (+0.0 would turn -0.0 in
 
 
 @njit(**_DJ)
+def _byte(buf, i):
+    # buf[i] for an index known to be in range: unsigned, so Numba emits no negative-index
+    # wraparound (a compare and a select per read)
+    return int(buf[np.uint64(i)])
+
+
+@njit(**_DJ)
 def _f16_bits(buf, off):
     # the little-endian IEEE half at buf[off:off + 2] as f32 by its bits (NaN payload kept)
     h = int(buf[off]) | (int(buf[off + 1]) << 8)
@@ -54,16 +61,16 @@ def _f16(buf, off):
 @njit(**_DJ)
 def _f32(buf, off):
     # the little-endian IEEE single at buf[off:off + 4]
-    bits = (int(buf[off]) | (int(buf[off + 1]) << 8) | (int(buf[off + 2]) << 16)
-            | (int(buf[off + 3]) << 24))
+    bits = (_byte(buf, off) | (_byte(buf, off + 1) << 8) | (_byte(buf, off + 2) << 16)
+            | (_byte(buf, off + 3) << 24))
     return np.uint32(bits).view(np.float32)
 
 
 @njit(**_DJ)
 def _u32(buf, off):
     # the little-endian uint32 at buf[off:off + 4]
-    return (int(buf[off]) | (int(buf[off + 1]) << 8) | (int(buf[off + 2]) << 16)
-            | (int(buf[off + 3]) << 24))
+    return (_byte(buf, off) | (_byte(buf, off + 1) << 8) | (_byte(buf, off + 2) << 16)
+            | (_byte(buf, off + 3) << 24))
 '''
 
 # The 16 IQ4_NL levels (and IQ4_XS's), as ggml-common.h's kvalues_iq4nl defines them.
@@ -153,7 +160,7 @@ def _e8m0_half(e):
 @njit(**_DJ)
 def dec_mxfp4(buf, off, out, o):
     # [e8m0 exponent byte][16 nibble bytes as Q4_0, each an index into _KV_MXFP4]
-    d = _e8m0_half(int(buf[off]))
+    d = _e8m0_half(_byte(buf, off))
     q = buf[off + 1:off + 17]
     lo = out[o:o + 16]
     hi = out[o + 16:o + 32]

@@ -15,7 +15,7 @@ def dec_q2_k(buf, off, out, o):
     d = _f16(buf, off + 80)
     dmin = _f16(buf, off + 82)
     for s in range(16):
-        sc = int(buf[off + s])
+        sc = _byte(buf, off + s)
         src = off + 16 + 32 * (s // 8) + 16 * (s % 2)
         lanes16(out, o + 16 * s, buf, src, 2 * ((s % 8) // 2), 3, src, 0, 0, 0, _NZ,
                 d * np.float32(sc & 15), -(dmin * np.float32(sc >> 4)))
@@ -28,8 +28,8 @@ def dec_q3_k(buf, off, out, o):
     # q = low 2 bits - 4 where bit e // 32 of hmask byte e % 32 is 0: (d * sc) * q
     d = _f16(buf, off + 108)
     for s in range(16):
-        low = (int(buf[off + 96 + s % 8]) >> (4 * (s // 8))) & 15
-        high = (int(buf[off + 104 + s % 4]) >> (2 * (s // 4))) & 3
+        low = (_byte(buf, off + 96 + s % 8) >> (4 * (s // 8))) & 15
+        high = (_byte(buf, off + 104 + s % 4) >> (2 * (s // 4))) & 3
         l0 = 16 * (s % 2)
         src = off + 32 + 32 * (s // 8) + l0
         lanes16(out, o + 16 * s, buf, src, 2 * ((s % 8) // 2), 3, off + l0, s // 2, 1, 2,
@@ -42,9 +42,9 @@ _SCALE_MIN = '''
 def _scale_min_k4(buf, s, j):
     # pair j of the 12 bytes at buf[s:]: j < 4 in bytes j, j + 4; j >= 4 split over three
     if j < 4:
-        return int(buf[s + j]) & 63, int(buf[s + j + 4]) & 63
-    sc = (int(buf[s + j + 4]) & 15) | ((int(buf[s + j - 4]) >> 6) << 4)
-    mn = (int(buf[s + j + 4]) >> 4) | ((int(buf[s + j]) >> 6) << 4)
+        return _byte(buf, s + j) & 63, _byte(buf, s + j + 4) & 63
+    sc = (_byte(buf, s + j + 4) & 15) | ((_byte(buf, s + j - 4) >> 6) << 4)
+    mn = (_byte(buf, s + j + 4) >> 4) | ((_byte(buf, s + j) >> 6) << 4)
     return sc, mn
 '''
 
@@ -91,7 +91,7 @@ def dec_q6_k(buf, off, out, o):
     # of byte 32 h + r % 32; (d * scale[e // 16]) * (q - 32)
     d = _f16(buf, off + 208)
     for s in range(16):
-        sc = np.float32(np.int8(buf[off + 192 + s]))
+        sc = np.float32(np.int8(_byte(buf, off + 192 + s)))
         r0 = 16 * (s % 8)
         src = off + 64 * (s // 8) + r0 % 64
         srh = off + 128 + 32 * (s // 8) + r0 % 32
@@ -115,9 +115,9 @@ def dec_iq4_xs(buf, off, out, o):
     # [d f16][scales_h u16][4 bytes scales_l][128 bytes: sub-block j in 16 bytes from 16 j,
     # low nibbles then high]: (d * (6-bit scale - 32)) * _KV_IQ4[index]
     d = _f16(buf, off)
-    sh_bits = int(buf[off + 2]) | (int(buf[off + 3]) << 8)
+    sh_bits = _byte(buf, off + 2) | (_byte(buf, off + 3) << 8)
     for j in range(8):
-        low = (int(buf[off + 4 + j // 2]) >> (4 * (j % 2))) & 15
+        low = (_byte(buf, off + 4 + j // 2) >> (4 * (j % 2))) & 15
         high = (sh_bits >> (2 * j)) & 3
         dl = d * np.float32((low | (high << 4)) - 32)
         q = buf[off + 8 + 16 * j:off + 24 + 16 * j]

@@ -62,29 +62,7 @@ def _gemv_rows(x, buf, out, j0, j1, k, bs, bb, row):
         out[j] = acc
 
 
-@njit(cache=True, nogil=True)
-def _gemv_rows_fused(x, buf, out, j0, j1, k, bs, bb):
-    # as _gemv_rows, each block's 16-value steps multiplied into register accumulators:
-    # four, over consecutive blocks, so that the adds do not wait on one another
-    nbk = k // bs
-    rb = nbk * bb
-    for j in range(j0, j1):
-        base = j * rb
-        a0 = vzero16()
-        a1 = vzero16()
-        a2 = vzero16()
-        a3 = vzero16()
-        for b in range(0, nbk - 3, 4):
-            a0 = _dot(buf, base + b * bb, x, b * bs, a0)
-            a1 = _dot(buf, base + (b + 1) * bb, x, (b + 1) * bs, a1)
-            a2 = _dot(buf, base + (b + 2) * bb, x, (b + 2) * bs, a2)
-            a3 = _dot(buf, base + (b + 3) * bb, x, (b + 3) * bs, a3)
-        for b in range(nbk - nbk % 4, nbk):
-            a0 = _dot(buf, base + b * bb, x, b * bs, a0)
-        out[j] = vsum16(vadd16(vadd16(a0, a1), vadd16(a2, a3)))
-
-
-@njit(cache=True, nogil=True, parallel=True)
+{fused_rows}@njit(cache=True, nogil=True, parallel=True)
 def qgemv(x, buf, out, k, bs, bb, nthr):
     n = out.size
     per = (n + nthr - 1) // nthr
@@ -162,7 +140,35 @@ def qstraddle(x, buf, out, k, bs, bb, nthr):
 '''
 
 
-def driver_source(decoder: str, decoder_src: str, dot: str | None = None) -> str:
+def _fused_rows(chains: int) -> str:
+    """``_gemv_rows_fused`` with ``chains`` accumulators over consecutive blocks (so the
+    multiply-adds of one block need not wait for the previous block's)."""
+    accs = [f"a{c}" for c in range(chains)]
+    zero = "".join(f"        {a} = vzero16()\n" for a in accs)
+    steps = "".join(f"            {a} = _dot(buf, base + (b + {c}) * bb, x, (b + {c}) * bs, {a})\n"
+                    for c, a in enumerate(accs))
+    total = accs[0]
+    for a in accs[1:]:
+        total = f"vadd16({total}, {a})"
+    return f"""@njit(cache=True, nogil=True)
+def _gemv_rows_fused(x, buf, out, j0, j1, k, bs, bb):
+    # as _gemv_rows, each block's 16-value steps multiplied into register accumulators
+    nbk = k // bs
+    rb = nbk * bb
+    for j in range(j0, j1):
+        base = j * rb
+{zero}        for b in range(0, nbk - {chains - 1}, {chains}):
+{steps}        for b in range(nbk - nbk % {chains}, nbk):
+            a0 = _dot(buf, base + b * bb, x, b * bs, a0)
+        out[j] = vsum16({total})
+
+
+"""
+
+
+def driver_source(decoder: str, decoder_src: str, dot: str | None = None,
+                  chains: int = 1) -> str:
     """The kernel module source of one scheme: its decoder (and fused dot step, when it has
-    one: ``qgemv_fused`` needs it), then the drivers."""
-    return decoder_src + DRIVERS.format(dec=decoder, dot=dot or "None")
+    one: ``qgemv_fused`` needs it, with ``chains`` accumulators), then the drivers."""
+    return decoder_src + DRIVERS.format(dec=decoder, dot=dot or "None",
+                                        fused_rows=_fused_rows(chains))

@@ -30,17 +30,19 @@ TILE_COLS = 256             # columns per decoded chunk (one sgemm's K), rounded
 PAR_BLOCKS = 256            # blocks from which dequant_blocks runs in prange
 
 
-def kernel(scheme_name: str):
+def kernel(name: str, block_size: int):
     """The compiled kernel module of one scheme (decoder + drivers), once per process."""
-    if scheme_name not in DECODERS:
+    if name not in DECODERS:
         known = ", ".join(sorted(DECODERS))
-        raise QuantError(f"numba-cpu has no block decoder for {scheme_name}; it decodes: "
-                         f"{known}")
-    fn, src = decoder_source(scheme_name)
-    fused = dot_source(scheme_name)
+        raise QuantError(f"numba-cpu has no block decoder for {name}; it decodes: {known}")
+    fn, src = decoder_source(name)
+    fused = dot_source(name)
     if fused:
-        src = src + fused[1][len(DECODERS[scheme_name][1]):]     # the dot step, after src
-    return compile_kernel("qdeq", driver_source(fn, src, fused and fused[0]))
+        src = src + fused[1][len(DECODERS[name][1]):]        # the dot step, after src
+    # a 32-value block is 2 steps: 4 chains keep the FMA unit busy; a 256-value block's 16
+    # steps already do (and 4 inlined copies of it take ~10 s to compile)
+    chains = 4 if block_size <= 64 else 1
+    return compile_kernel("qdeq", driver_source(fn, src, fused and fused[0], chains))
 
 
 def _gguf(scheme):
@@ -114,7 +116,7 @@ class DequantMatmulPlan:
         if self.path == "zeros":
             out[...] = 0
             return out
-        kern = kernel(self.scheme)
+        kern = kernel(self.scheme, self.block_size)
         bs, bb, nthr = self.block_size, self.block_bytes, self.threads
         if self.path == "gemv":
             gemv = kern.get("qgemv_fused" if dot_source(self.scheme) else "qgemv")
@@ -132,11 +134,9 @@ def tile_shape(m: int, k: int, n: int, bs: int, bb: int, threads: int) -> tuple[
     operands = 4 * (m * k + m * n) + n * k // bs * bb
     per_thread = max(TILE_FLOOR, int(TILE_FRACTION * operands) // threads)
     cols = min(k, max(bs, TILE_COLS // bs * bs))
-    rows = min(n, TILE_ROWS, max(1, per_thread // (4 * cols)))
-    while rows < 8 and cols > bs and rows < n:
+    while cols > bs and per_thread // (4 * cols) < min(8, n):
         cols = max(bs, cols // 2 // bs * bs)        # narrower chunks before thinner tiles
-        rows = min(n, TILE_ROWS, max(1, per_thread // (4 * cols)))
-    return rows, cols
+    return min(n, TILE_ROWS, max(1, per_thread // (4 * cols))), cols
 
 
 def plan_dequant_matmul(scheme, m: int, k: int, n: int,
@@ -156,7 +156,7 @@ def plan_dequant_matmul(scheme, m: int, k: int, n: int,
         raise QuantError(f"{sd.name} DequantMatMul: W [{n}, {k}] has {n * k} elements, not "
                          f"a whole number of {bs}-element blocks")
     if sd.name not in DECODERS:
-        kernel(sd.name)                             # raises, naming what is decodable
+        kernel(sd.name, bs)                         # raises, naming what is decodable
     nthr = max(1, int(threads or numba_threads()))
     if m == 0 or n == 0:
         return DequantMatmulPlan(sd.name, bs, bb, m, k, n, "empty", nthr)
@@ -199,7 +199,7 @@ def dequant_blocks(packed, scheme, n_elements: int | None = None, out=None) -> n
     elif out.dtype != np.float32 or out.size != count or not out.flags.c_contiguous:
         raise QuantError(f"{sd.name}: out must be C-contiguous float32 of {count} values")
     flat = out.reshape(-1)
-    kern = kernel(sd.name)
+    kern = kernel(sd.name, bs)
     if nblocks >= PAR_BLOCKS and numba_threads() > 1:
         kern.get("qdeq_par")(raw, flat, bs, bb, nblocks, numba_threads())
     elif nblocks:
