@@ -372,7 +372,8 @@ _reg("Q6_K", 210, dequant_q6_k, quant_q6_k, "GgufQ6K", 14, 2,
      "super-block is all zero bytes." + _REF)
 _reg("Q8_K", 292, dequant_q8_k, quant_q8_k, "GgufQ8K", 15, 3,
      "d         f32   scale\nqs[256]   i8    element j\nbsums[16] i16   sum of qs[16i..16i+15]",
-     "8-bit with one f32 scale: w = d*q. The quantizer takes the element of largest "
+     "8-bit with one f32 scale: w = d*q. The quantizer (llama.cpp's reference, which "
+     "llama.cpp uses for activations) takes the element of largest "
      "magnitude, max (first on ties), codes nearest_int(-127*x/max) (half to even, at most "
      "127) and stores d = 1/(-127/max) and the sums of each 16 codes (used by dot "
      "products); an all-zero block is all zero bytes. RLX's QuantScheme doc says 276 bytes; "
