@@ -335,7 +335,8 @@ _CRUMBS = "qs[64]    u8    2-bit codes: element 128h+32j+l in bits 2j..2j+1 of b
 _KS = ("scales[12] u8   8 6-bit scales and 8 6-bit mins: bytes 0-3 scales 0-3, 4-7 mins "
        "0-3 (low 6 bits; top 2 bits extend scale/min 4-7), 8-11 low nibble scale 4-7, high "
        "nibble min 4-7")
-_NIB = "qs[128]   u8    4-bit codes: sub-block 2c in the low nibbles of bytes 32c..32c+31, 2c+1 in the high"
+_NIB = ("qs[128]   u8    4-bit codes: sub-block 2c in the low nibbles of bytes 32c..32c+31, "
+        "2c+1 in the high")
 
 _reg("Q2_K", 84, dequant_q2_k, quant_q2_k, "GgufQ2K", 10, 4,
      "scales[16] u8   per 16 elements: low nibble scale, high nibble min\n" + _CRUMBS
