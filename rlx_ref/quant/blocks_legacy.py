@@ -203,7 +203,8 @@ register(SchemeDef(
     layout="d        f16   scale\n" + _NIBBLES,
     doc="Symmetric 4-bit: w = d * (q - 8), q in 0..15. The quantizer takes the element of "
         "largest magnitude, max (first on ties), sets d = max / -8 (so max encodes as code "
-        "0), and q = min(15, trunc(x/d + 8.5)); an all-zero block has d = 0 and codes 8.",
+        "0), and q = min(15, trunc(x/d + 8.5)); an all-zero block stores d = -0 (0 / -8) "
+        "and codes 8.",
 ))
 register(SchemeDef(
     name="Q4_1", block_size=QK, block_bytes=20, dequantize=dequant_q4_1,
@@ -218,7 +219,9 @@ register(SchemeDef(
     quantize=quant_q5_0, rlx="GgufQ5_0", ggml_type=6, gpu_id=22, quantize_source="gguf-py",
     layout="d        f16   scale\n" + _QH + "\n" + _NIBBLES + " (low 4 bits)",
     doc="Symmetric 5-bit: w = d * (q - 16), q in 0..31. As Q4_0 with d = max / -16 and "
-        "q = min(31, trunc(x/d + 16.5)); bit 4 of each code lives in the 32-bit plane qh.",
+        "q = min(31, trunc(x/d + 16.5)); bit 4 of each code lives in the 32-bit plane qh. A "
+        "scale of 0 gives 1/d = 0 (and a subnormal f32 scale, whose inverse overflows, "
+        "codes 0, as the reference on x86).",
 ))
 register(SchemeDef(
     name="Q5_1", block_size=QK, block_bytes=24, dequantize=dequant_q5_1,
