@@ -1,6 +1,8 @@
 """Reading and writing the little-endian fields of GGUF blocks, vectorized over blocks."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 
@@ -41,3 +43,13 @@ def join_halves(q: np.ndarray) -> np.ndarray:
     """Inverse of ``split_halves``: codes [..., 2k] (< 16) -> bytes [..., k]."""
     k = q.shape[-1] // 2
     return (q[..., :k] | q[..., k:] << 4).astype(np.uint8)
+
+
+def quiet(decode):
+    """Run a block decoder without numpy's overflow / invalid warnings: an inf or NaN scale
+    field decodes to inf / NaN weights, which is the stored value, not an error."""
+    @functools.wraps(decode)
+    def run(blocks: np.ndarray) -> np.ndarray:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return decode(blocks)
+    return run

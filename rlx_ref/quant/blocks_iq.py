@@ -11,7 +11,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ._blockfields import f16_at, nibbles, u16, u32
+from ._blockfields import f16_at, nibbles, quiet, u16, u32
 from ._iq_grids import BITMAPS
 from .scheme import SchemeDef, register
 
@@ -171,7 +171,7 @@ _IQ = [
 
 for _name, _bytes, _fn, _rlx, _ggml, _gpu, _layout, _what in _IQ:
     register(SchemeDef(
-        name=_name, block_size=256, block_bytes=_bytes, dequantize=_fn, rlx=_rlx,
+        name=_name, block_size=256, block_bytes=_bytes, dequantize=quiet(_fn), rlx=_rlx,
         ggml_type=_ggml, gpu_id=_gpu, layout=_layout,
         doc=f"{_what} Decode only: llama.cpp's quantizer needs an importance matrix and "
             "neighbour tables, so rlx_ref has no quantizer for it.",
