@@ -1,9 +1,10 @@
 """GGUF IQ2 / IQ3 / IQ1 block formats (codebook-coded), decode only.
 
 Each group of 4 or 8 weights is one point of a fixed codebook (``_iq_grids``) times a
-sub-block scale, with the signs stored apart (IQ2/IQ3) or a shift ``±1/8`` (IQ1). Their
-quantizers (llama.cpp's) need an importance matrix and nearest-neighbour search tables,
-so rlx_ref decodes these formats but does not write them (``quantize=None``).
+sub-block scale, with the signs stored apart (IQ2/IQ3) or a shift ``±1/8`` (IQ1).
+llama.cpp writes them with a search over each codebook's neighbour tables, weighted by an
+importance matrix (which IQ2_XXS, IQ2_XS and IQ1 require); rlx_ref reproduces neither, so
+it decodes these formats but does not write them (``quantize=None``).
 """
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from ._blockfields import f16_at, nibbles, quiet, u16, u32
 from ._iq_grids import BITMAPS
 from .scheme import SchemeDef, register
 
-# Magnitude of each level, per codebook (ggml-common.h's grids store these bytes).
+# The value of each level, per codebook: the bytes ggml-common.h's grids are made of (IQ3_XXS's
+# top level is 62, not 60: a format constant, not a rule).
 _LEVELS = {
     "IQ2XXS": (8, 25, 43), "IQ2XS": (8, 25, 43), "IQ2S": (8, 25, 43),
     "IQ3XXS": (4, 12, 20, 28, 36, 44, 52, 62),
@@ -46,7 +48,8 @@ def _ksigns() -> np.ndarray:
 
 
 KSIGNS = _ksigns()
-# Sign byte -> 8 multipliers (+1 where the bit is clear, -1 where set), bit 0 first.
+# Sign byte -> 8 multipliers (+1 where the bit is clear, -1 where set), bit j for weight j
+# (ggml's kmask_iq2xs is just 1 << j).
 _SIGN8 = (1 - 2 * ((np.arange(256)[:, None] >> np.arange(8)) & 1)).astype(np.float32)
 _KSIGN8 = _SIGN8[KSIGNS]
 
@@ -147,24 +150,27 @@ _IQ = [
      "2.3125 bpw: 8-weight iq2xs points (512) with ksigns signs; scale d*(0.5+s)/4 per 16."),
     ("IQ2_S", 82, _dequant_iq2_s, "GgufIQ2S", 22, 14,
      f"{_D}\n32 bytes: low 8 bits of iq2s_grid indices\n32 bytes: sign bits, one byte "
-     "per 8 weights\n8 bytes: 2 high index bits per index\n8 bytes: 4-bit scales per 16",
+     "per 8 weights (bit j = weight j)\n8 bytes: index bits 8-9, index 4g+k at bits 2k of "
+     "byte g\n8 bytes: 4-bit scales, one per 16 weights (low nibble first)",
      "2.5625 bpw: 8-weight iq2s points (1024) with explicit sign bits; scale d*(0.5+s)/4."),
     ("IQ3_XXS", 98, _dequant_iq3_xxs, "GgufIQ3XXS", 18, 15,
      f"{_D}\n64 bytes: iq3xxs_grid indices (4 weights each)\n8 x u32: 4 x 7-bit ksigns "
      "indices | 4-bit scale << 28, one per 32 weights",
      "3.0625 bpw: 4-weight iq3xxs points (256) with ksigns signs; scale d*(0.5+s)/2."),
     ("IQ3_S", 110, _dequant_iq3_s, "GgufIQ3S", 21, 16,
-     f"{_D}\n64 bytes: low 8 bits of iq3s_grid indices\n8 bytes: 9th index bits\n"
-     "32 bytes: sign bits, one byte per 8 weights\n4 bytes: 4-bit scales, one per 32",
+     f"{_D}\n64 bytes: low 8 bits of iq3s_grid indices\n8 bytes: index bit 8, index 8g+j "
+     "at bit j of byte g\n"
+     "32 bytes: sign bits, one byte per 8 weights\n4 bytes: 4-bit scales, one per 32 "
+     "(low nibble first)",
      "3.4375 bpw: 4-weight iq3s points (512) with explicit sign bits; scale d*(1+2s)."),
     ("IQ1_S", 50, _dequant_iq1_s, "GgufIQ1S", 19, 17,
      f"{_D}\n32 bytes: low 8 bits of iq1s_grid indices\n8 x u16 (one per 32): 4 x 3 "
      "high index bits | 3-bit scale << 12 | delta sign << 15",
      "1.5625 bpw: 8-weight ternary iq1s points (2048) shifted by +-1/8; dl = d*(2s+1)."),
     ("IQ1_M", 56, _dequant_iq1_m, "GgufIQ1M", 29, 18,
-     "32 bytes: low 8 bits of iq1s_grid indices\n16 bytes: a nibble per index (3 high "
-     "index bits | delta sign << 3)\n4 x u16: 4 x 3-bit scales (one per 16 weights) "
-     "each; their top nibbles together are the f16 d",
+     "32 bytes: low 8 bits of iq1s_grid indices\n16 bytes: a nibble per index, low nibble "
+     "first (index bits 8-10 | delta sign << 3)\n4 x u16: 4 x 3-bit scales (one per 16 weights) "
+     "each; word k's top nibble is bits 4k..4k+3 of the f16 d",
      "1.75 bpw: iq1s points shifted by +-1/8 per 8 weights, dl = d*(2s+1) per 16 "
      "weights; the f16 super-scale is split across the scale words' top nibbles."),
 ]
@@ -173,6 +179,6 @@ for _name, _bytes, _fn, _rlx, _ggml, _gpu, _layout, _what in _IQ:
     register(SchemeDef(
         name=_name, block_size=256, block_bytes=_bytes, dequantize=quiet(_fn), rlx=_rlx,
         ggml_type=_ggml, gpu_id=_gpu, layout=_layout,
-        doc=f"{_what} Decode only: llama.cpp's quantizer needs an importance matrix and "
-            "neighbour tables, so rlx_ref has no quantizer for it.",
+        doc=f"{_what} Decode only: llama.cpp writes it by an importance-weighted "
+            "neighbour search over the codebook, which rlx_ref does not reproduce.",
     ))
