@@ -33,8 +33,8 @@ def _dequant_iq4_xs(blocks):
     return (dl[:, :, None] * vals).reshape(n, 256)
 
 
-# --- MXFP4: E8M0 exponent byte e; ggml decodes it as 2**(e - 127) / 2 for every e (the
-# OCP MX spec's NaN code 255 is read as 2**127, as llama.cpp does). ---
+# --- MXFP4: E8M0 exponent byte e; ggml decodes it as the half scale 2**(e - 128) for
+# every e, including 255, the OCP MX spec's NaN, as llama.cpp does. ---
 _E8M0_HALF = np.ldexp(1.0, np.arange(256) - 128).astype(np.float32)
 
 
