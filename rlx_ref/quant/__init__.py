@@ -61,5 +61,11 @@ def quantize(w, dtype) -> np.ndarray:
     return np.ascontiguousarray(out, dtype=np.uint8).reshape(-1)
 
 
+from .gguf_format import GGUFError, QuantizedTensor  # noqa: E402 - needs QuantError
+from .gguf_reader import GGUFReader, load_gguf  # noqa: E402
+from .gguf_writer import write_gguf  # noqa: E402
+from .gguf_convert import ConvertReport, convert_to_gguf  # noqa: E402
+
 __all__ = ["QuantError", "SchemeDef", "all_schemes", "get_scheme", "register",
-           "dequant", "quantize"]
+           "dequant", "quantize", "GGUFError", "QuantizedTensor", "GGUFReader",
+           "load_gguf", "write_gguf", "ConvertReport", "convert_to_gguf"]

@@ -79,7 +79,7 @@ def tensor_entry(name, tensor) -> TensorEntry:
                        lambda: _little_endian_bytes(arr))
 
 
-def _check_alignment(alignment) -> int:
+def check_alignment(alignment) -> int:
     if (not isinstance(alignment, (int, np.integer)) or isinstance(alignment, bool)
             or alignment <= 0 or alignment & (alignment - 1) or alignment >= 1 << 32):
         raise GGUFError(f"alignment {alignment!r} must be a power of two below 2**32")
@@ -152,7 +152,7 @@ def write_gguf(path, tensors: dict, *, architecture: str, metadata: dict | None 
     shape (numpy order; GGUF's ``ne0`` is the last axis). ``metadata`` values are typed
     as ``gguf_values`` describes. The file appears whole or not at all.
     """
-    alignment = _check_alignment(alignment)
+    alignment = check_alignment(alignment)
     if not isinstance(tensors, dict):
         raise GGUFError(f"tensors must be a dict of name -> array, got "
                         f"{type(tensors).__name__}")
@@ -161,4 +161,4 @@ def write_gguf(path, tensors: dict, *, architecture: str, metadata: dict | None 
 
 
 __all__ = ["write_gguf", "QuantizedTensor", "TensorEntry", "write_entries",
-           "metadata_bytes", "tensor_entry"]
+           "metadata_bytes", "tensor_entry", "check_alignment"]
