@@ -65,8 +65,9 @@ def value_type(key) -> ValueType:
         k = _SHORT_NAMES.get(k, k)
         if k in ValueType.__members__:
             return ValueType[k]
-    elif isinstance(key, int) and not isinstance(key, bool) and key in ValueType._value2member_map_:
-        return ValueType(key)
+    elif isinstance(key, int) and not isinstance(key, bool):
+        if key in ValueType._value2member_map_:
+            return ValueType(key)
     raise GGUFError(f"unknown GGUF value type {key!r}; expected one of "
                     f"{', '.join(ValueType.__members__)}")
 
