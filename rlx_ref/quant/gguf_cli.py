@@ -34,9 +34,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _text(s: str) -> str:
     """A string safe to print on one line: escapes, undecodable bytes as \\x.., cut."""
-    s = s.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    n = len(s)
+    s = s[:STRING_HEAD].encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
     s = s.encode("unicode_escape").decode("ascii") if not s.isprintable() else s
-    return s if len(s) <= STRING_HEAD else f"{s[:STRING_HEAD]}... ({len(s)} chars)"
+    return s if n <= STRING_HEAD else f"{s}... ({n} chars)"
 
 
 def _short(value):
