@@ -241,3 +241,23 @@ def test_cli_subprocess_no_traceback(tmp_path):
                        cwd=root, env={"PYTHONPATH": str(root), "PATH": ""})
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert p.stderr.count("\n") == 1 and "key/value count" in p.stderr
+
+
+def test_failed_conversion_leaves_the_old_file(tmp_path, model, monkeypatch):
+    import rlx_ref.quant as q
+
+    out = tmp_path / "m.gguf"
+    out.write_bytes(b"old")
+    calls = []
+
+    def failing(w, dtype):
+        calls.append(dtype)
+        if len(calls) == 2:
+            raise q.QuantError("quantizer failed")
+        return quantize(w, dtype)
+
+    monkeypatch.setattr(q, "quantize", failing)
+    with pytest.raises(GGUFError, match="quantizer failed"):
+        convert_to_gguf(model[0], out, "Q8_0")
+    assert out.read_bytes() == b"old" and sorted(tmp_path.iterdir()) == sorted(
+        [out, model[0]])

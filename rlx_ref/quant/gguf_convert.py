@@ -126,6 +126,8 @@ def _producer(src: np.ndarray, target: str):
             import ml_dtypes
 
             return x.astype(ml_dtypes.bfloat16).view("<u2")
+        if x.size == 0:
+            return np.zeros(0, np.uint8)
         from . import quantize
 
         return quantize(x.reshape(-1), target)

@@ -97,7 +97,7 @@ def metadata_bytes(architecture, metadata, alignment: int) -> list[bytes]:
         if key in meta:
             got = meta.pop(key)
             got = got[0] if isinstance(got, tuple) and len(got) == 2 else got
-            if got != want:
+            if not np.array_equal(got, want):
                 raise GGUFError(f"metadata {key!r} = {got!r} contradicts the argument "
                                 f"{want!r}")
     out = [encode_key("general.architecture")
@@ -132,7 +132,7 @@ def write_entries(path, kv: list[bytes], entries: list[TensorEntry], alignment: 
         head.append(_tensor_info(e, offset))
         offset = align_up(offset + e.n_bytes, alignment)
     head = b"".join(head)
-    with atomic_open(path, "wb") as f:
+    with atomic_open(path) as f:
         f.write(head)
         f.write(bytes(align_up(len(head), alignment) - len(head)))
         for e in entries:

@@ -191,7 +191,7 @@ def save_safetensors(path, tensors: dict, metadata: dict | None = None) -> None:
         offset += raw.size
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)          # keeps the data 8-byte aligned
-    with atomic_open(path, "wb") as f:
+    with atomic_open(path) as f:
         f.write(struct.pack("<Q", len(text)) + text)
         for raw in arrays:
             f.write(memoryview(raw))
