@@ -8,6 +8,10 @@ from __future__ import annotations
 import numpy as np
 
 from .scheme import QuantError, SchemeDef, all_schemes, get_scheme, register
+from .gguf_format import GGUFError, QuantizedTensor
+from .gguf_reader import GGUFReader, load_gguf
+from .gguf_writer import write_gguf
+from .gguf_convert import ConvertReport, convert_to_gguf
 
 
 def _as_bytes(packed) -> np.ndarray:
@@ -60,11 +64,6 @@ def quantize(w, dtype) -> np.ndarray:
     out = sd.quantize(x.reshape(-1, sd.block_size))
     return np.ascontiguousarray(out, dtype=np.uint8).reshape(-1)
 
-
-from .gguf_format import GGUFError, QuantizedTensor  # noqa: E402 - needs QuantError
-from .gguf_reader import GGUFReader, load_gguf  # noqa: E402
-from .gguf_writer import write_gguf  # noqa: E402
-from .gguf_convert import ConvertReport, convert_to_gguf  # noqa: E402
 
 __all__ = ["QuantError", "SchemeDef", "all_schemes", "get_scheme", "register",
            "dequant", "quantize", "GGUFError", "QuantizedTensor", "GGUFReader",
