@@ -261,3 +261,31 @@ def test_failed_conversion_leaves_the_old_file(tmp_path, model, monkeypatch):
         convert_to_gguf(model[0], out, "Q8_0")
     assert out.read_bytes() == b"old" and sorted(tmp_path.iterdir()) == sorted(
         [out, model[0]])
+
+
+@pytest.mark.parametrize("scheme", ["Q4_0", "Q5_1", "Q4_K", "Q6_K", "IQ4_NL", "IQ4_XS",
+                                    "TQ2_0", "MXFP4"])
+def test_convert_with_registered_scheme(tmp_path, scheme):
+    """Whichever block quantizers this build has: 256-wide rows quantize, the bytes are
+    the scheme's own, and gguf-py decodes the file's tensor the same way."""
+    from rlx_ref.quant import QuantError, get_scheme
+
+    try:
+        if get_scheme(scheme).quantize is None:
+            pytest.skip(f"{scheme} has no quantizer in this build")
+    except QuantError:
+        pytest.skip(f"{scheme} is not registered in this build")
+    w = np.random.default_rng(4).standard_normal((4, 256)).astype(np.float32)
+    save_safetensors(tmp_path / "m.st", {"w": w, "odd": w[:, :100].copy()})
+    rep = convert_to_gguf(tmp_path / "m.st", tmp_path / "m.gguf", scheme)
+    assert [t.scheme for t in rep.tensors] == [scheme, "F16"]
+    with load_gguf(tmp_path / "m.gguf") as r:
+        assert np.array_equal(r.read_tensor_bytes("w"), quantize(w, scheme))
+        got = r.dequant_tensor("w")
+    gguf = pytest.importorskip("gguf")
+    t = next(t for t in gguf.GGUFReader(tmp_path / "m.gguf").tensors if t.name == "w")
+    try:
+        theirs = gguf.quants.dequantize(t.data, t.tensor_type)
+    except NotImplementedError:
+        pytest.skip(f"gguf-py cannot dequantize {scheme}")
+    assert np.array_equal(theirs.reshape(got.shape), got)
