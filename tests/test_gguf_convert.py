@@ -257,7 +257,8 @@ def test_failed_conversion_leaves_the_old_file(tmp_path, model, monkeypatch):
         return quantize(w, dtype)
 
     monkeypatch.setattr(q, "quantize", failing)
-    with pytest.raises(GGUFError, match="quantizer failed"):
+    with pytest.raises(GGUFError, match="tensor 'blk.0.attn_q.weight': quantizing to "
+                       "Q8_0: quantizer failed"):
         convert_to_gguf(model[0], out, "Q8_0")
     assert out.read_bytes() == b"old" and sorted(tmp_path.iterdir()) == sorted(
         [out, model[0]])

@@ -113,7 +113,7 @@ def _choose(name, dtype, shape, src, default, overrides, skip_norm_bias):
     return fallback, f"{why}; wrote {fallback}" + (" (values exceed F16)" if big else "")
 
 
-def _producer(src: np.ndarray, target: str):
+def _producer(name: str, src: np.ndarray, target: str):
     def produce() -> np.ndarray:
         if target in _INT_SOURCES.values():
             return np.ascontiguousarray(src, dtype=src.dtype.newbyteorder("<"))
@@ -130,7 +130,10 @@ def _producer(src: np.ndarray, target: str):
             return np.zeros(0, np.uint8)
         from . import quantize
 
-        return quantize(x.reshape(-1), target)
+        try:
+            return quantize(x.reshape(-1), target)
+        except QuantError as e:
+            raise GGUFError(f"tensor {name!r}: quantizing to {target}: {e}") from None
 
     return produce
 
@@ -157,7 +160,7 @@ def convert_to_gguf(safetensors_path, out_path, scheme: str, scheme_overrides=No
             target, note = _choose(name, dtype, shape, src, default, overrides,
                                    skip_norm_bias)
             e = TensorEntry(name, tuple(reversed(shape)), ggml_type(target),
-                            _producer(src, target))
+                            _producer(name, src, target))
             entries.append(e)
             report.tensors.append(TensorReport(name, shape, target, st.n_bytes(name),
                                                e.n_bytes))
@@ -166,13 +169,8 @@ def convert_to_gguf(safetensors_path, out_path, scheme: str, scheme_overrides=No
         meta = dict(metadata or {})
         if any(not is_plain(ggml_type(t.scheme)) for t in report.tensors):
             meta.setdefault("general.quantization_version", (2, "UINT32"))
-        kv = metadata_bytes(architecture, meta, alignment)
-        try:
-            write_entries(out_path, kv, entries, alignment)
-        except QuantError as e:
-            if isinstance(e, GGUFError):
-                raise
-            raise GGUFError(f"quantizing for {out_path}: {e}") from None
+        write_entries(out_path, metadata_bytes(architecture, meta, alignment), entries,
+                      alignment)
     report.bytes_in = sum(t.bytes_in for t in report.tensors)
     report.bytes_out = sum(t.bytes_out for t in report.tensors)
     report.file_bytes = os.path.getsize(out_path)
