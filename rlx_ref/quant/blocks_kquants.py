@@ -16,6 +16,7 @@ import numpy as np
 from .blocks_kquants_ref import (F, GROUP_MAX_EPS, make_q3, make_qkx2, make_qx, nearest_int,
                                  seq_sum)
 from .blocks_legacy import check_blocks, check_values, f16_bytes, f16_field, quiet
+from ._blockfields import quiet as quiet_decode
 from .scheme import SchemeDef, register
 
 QK_K = 256
@@ -110,6 +111,7 @@ def _positive_max(v: np.ndarray) -> np.ndarray:
 
 # ---- Q2_K: scales[16] (low nibble scale, high nibble min), qs[64], d, dmin ---------------
 
+@quiet_decode
 def dequant_q2_k(blocks):
     b = check_blocks("Q2_K", blocks, 84)
     n = b.shape[0]
@@ -146,6 +148,7 @@ def quant_q2_k(x):
 
 # ---- Q3_K: hmask[32], qs[64], scales[12], d ---------------------------------------------
 
+@quiet_decode
 def dequant_q3_k(blocks):
     b = check_blocks("Q3_K", blocks, 110)
     n = b.shape[0]
@@ -201,11 +204,13 @@ def _nibble_pairs(qs: np.ndarray) -> np.ndarray:
     return (q & 0x0F).reshape(n, 8, 32)
 
 
+@quiet_decode
 def dequant_q4_k(blocks):
     b = check_blocks("Q4_K", blocks, 144)
     return _kx_dequant(b, _nibble_pairs(b[:, 16:]))
 
 
+@quiet_decode
 def dequant_q5_k(blocks):
     b = check_blocks("Q5_K", blocks, 176)
     high = (b[:, None, 16:48] >> _BITS8) & 1
@@ -260,6 +265,7 @@ def quant_q5_k(x):
 
 # ---- Q6_K: ql[128], qh[64], scales[16] (i8), d ------------------------------------------
 
+@quiet_decode
 def dequant_q6_k(blocks):
     b = check_blocks("Q6_K", blocks, 210)
     n = b.shape[0]
@@ -300,6 +306,7 @@ def quant_q6_k(x):
 
 # ---- Q8_K: d (f32), qs[256] (i8), bsums[16] (i16) ---------------------------------------
 
+@quiet_decode
 def dequant_q8_k(blocks):
     b = check_blocks("Q8_K", blocks, 292)
     d = np.ascontiguousarray(b[:, :4]).view("<f4").astype(F)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._blockfields import quiet as quiet_decode
 from .scheme import QuantError, SchemeDef, register
 
 QK = 32
@@ -114,6 +115,7 @@ def _pack_high(q: np.ndarray) -> np.ndarray:
 
 # ---- Q4_0: d, 16 bytes of nibbles; w = d * (q - 8) ----------------------------------------
 
+@quiet_decode
 def dequant_q4_0(blocks):
     b = check_blocks("Q4_0", blocks, 18)
     q = split_nibbles(b[:, 2:]).astype(np.int8) - np.int8(8)
@@ -130,6 +132,7 @@ def quant_q4_0(x):
 
 # ---- Q4_1: d, m, 16 bytes of nibbles; w = d * q + m --------------------------------------
 
+@quiet_decode
 def dequant_q4_1(blocks):
     b = check_blocks("Q4_1", blocks, 20)
     q = split_nibbles(b[:, 4:]).astype(np.float32)
@@ -147,6 +150,7 @@ def quant_q4_1(x):
 
 # ---- Q5_0: d, 32 high bits, 16 bytes of nibbles; w = d * (q - 16) ------------------------
 
+@quiet_decode
 def dequant_q5_0(blocks):
     b = check_blocks("Q5_0", blocks, 22)
     q = split_nibbles(b[:, 6:]) | (_high_bits(b[:, 2:6]) << 4)
@@ -163,6 +167,7 @@ def quant_q5_0(x):
 
 # ---- Q5_1: d, m, 32 high bits, 16 bytes of nibbles; w = d * q + m ------------------------
 
+@quiet_decode
 def dequant_q5_1(blocks):
     b = check_blocks("Q5_1", blocks, 24)
     q = split_nibbles(b[:, 8:]) | (_high_bits(b[:, 4:8]) << 4)
@@ -181,6 +186,7 @@ def quant_q5_1(x):
 
 # ---- Q8_0: d, 32 signed bytes; w = d * q -------------------------------------------------
 
+@quiet_decode
 def dequant_q8_0(blocks):
     b = check_blocks("Q8_0", blocks, 34)
     return f16_field(b, 0) * b[:, 2:].view(np.int8).astype(np.float32)
