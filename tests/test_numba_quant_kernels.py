@@ -20,7 +20,7 @@ BENCH = ("Q4_0", "Q8_0", "Q4_K")
 F16_AT = {"Q4_0": (0,), "Q4_1": (0, 2), "Q5_0": (0,), "Q5_1": (0, 2), "Q8_0": (0,),
           "Q2_K": (80, 82), "Q3_K": (108,), "Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,),
           "IQ4_NL": (0,), "IQ4_XS": (0,), "TQ1_0": (52,), "TQ2_0": (64,), "Q8_K": (),
-          "MXFP4": ()}
+          "MXFP4": (), "NVFP4": ()}
 
 
 def scheme(name: str):
@@ -67,8 +67,10 @@ def same_bits(a, b) -> bool:
 def test_decode_bit_exact(name):
     rng = np.random.default_rng(1)
     raw = random_blocks(name, 40, rng)
-    got = qm.dequant_blocks(raw.reshape(-1), scheme(name))
+    sd = scheme(name)
+    got = qm.dequant_blocks(raw.reshape(-1), sd)
     assert same_bits(got, reference(name, raw).reshape(-1))
+    assert same_bits(got, np.asarray(sd.dequantize(raw)).reshape(-1))   # the oracle's decode
     assert not np.isnan(got).any()
 
 
@@ -231,3 +233,16 @@ def test_grouped_rejects_bad_expert_ids(bad, match):
     assert (out == 7.0).all()                       # nothing ran
     with pytest.raises(QuantError, match="144 bytes, but the packed weight has 143"):
         dequant_grouped_matmul(x, np.zeros(143, np.uint8), np.zeros(3), 2, 4, sd)
+
+
+@pytest.mark.parametrize("name,k,n", [("Q4_0", 64, 20), ("Q4_K", 256, 3), ("Q8_0", 48, 6)])
+def test_dequant_moe_weights_layout(name, k, n):
+    # [E, K, N]: expert e's W [N, K] transposed (Q8_0 48 x 6: blocks straddle rows)
+    rng = np.random.default_rng(3)
+    sd = scheme(name)
+    raw = random_blocks(name, 3 * n * k // sd.block_size, rng)
+    w = reference(name, raw).reshape(3, n, k)
+    got = qm.dequant_moe_weights(raw.reshape(-1), sd, 3, k, n)
+    assert got.shape == (3, k, n) and same_bits(got, w.transpose(0, 2, 1))
+    with pytest.raises(QuantError, match="but the packed weight has"):
+        qm.dequant_moe_weights(raw.reshape(-1)[:-1], sd, 3, k, n)

@@ -170,6 +170,36 @@ def dec_mxfp4(buf, off, out, o):
         hi[i] = d * _KV_MXFP4[q[i] >> 4]
 '''
 
+# NVFP4: four 16-value sub-blocks, each with an unsigned E4M3 scale (bias 7) taken at half
+# like MXFP4's, and the same doubled e2m1 levels.
+_NVFP4 = _MXFP4.split("@njit(**_DJ)")[0] + '''
+@njit(**_DJ)
+def _ue4m3_half(v):
+    # unsigned E4M3 (bias 7) / 2; 0 and 0x7F (its NaN) decode to 0
+    e = (v >> 3) & 15
+    m = v & 7
+    if v == 0 or v == 0x7F:
+        return np.float32(0)
+    if e == 0:
+        return np.float32(m) * np.float32(2.0 ** -10)
+    return np.float32((8 + m) * 2.0 ** (e - 11))
+
+
+@njit(**_DJ)
+def dec_nvfp4(buf, off, out, o):
+    # [4 scale bytes][4 x 8 bytes: sub-block s holds values 16 s .. 16 s + 7 in the low
+    # nibbles of its 8 bytes, 16 s + 8 .. 16 s + 15 in the high ones]
+    for s in range(4):
+        d = _ue4m3_half(_byte(buf, off + s))
+        q = buf[off + 4 + 8 * s:off + 12 + 8 * s]
+        lo = out[o + 16 * s:o + 16 * s + 8]
+        hi = out[o + 16 * s + 8:o + 16 * s + 16]
+        for i in range(8):
+            lo[i] = d * _KV_MXFP4[q[i] & 15]
+        for i in range(8):
+            hi[i] = d * _KV_MXFP4[q[i] >> 4]
+'''
+
 # scheme name -> (decoder function, its source: tables and functions it needs)
 DECODERS = {
     "Q4_0": ("dec_q4_0", _Q4_0),
@@ -179,6 +209,7 @@ DECODERS = {
     "Q8_0": ("dec_q8_0", _Q8_0),
     "IQ4_NL": ("dec_iq4_nl", _IQ4_TABLE + _IQ4_NL),
     "MXFP4": ("dec_mxfp4", _MXFP4),
+    "NVFP4": ("dec_nvfp4", _NVFP4),
     **{name: (fn, src.replace("{IQ4_TABLE}", _IQ4_TABLE))
        for name, (fn, src) in K_DECODERS.items()},
 }

@@ -18,6 +18,8 @@ arguments (read from the scheme record when the call is planned), never constant
 - ``qstraddle`` (k % bs != 0: blocks straddle rows): each row decodes every block that
   covers part of it and takes only that part; neighbours may decode a shared block twice.
 - ``qdeq`` / ``qdeq_par``: blocks decoded in place into a flat f32 output (bit-exact).
+- ``qmoe``: an expert stack decoded into RLX's DequantMoEWeights layout [E, K, N] (each
+  expert's W [N, K] transposed), a few rows at a time through a small scratch.
 """
 from __future__ import annotations
 
@@ -107,6 +109,40 @@ def qtiles(xf, buf, of, m, k, n, bs, bb, nt, kc, nthr):
         for t in range(w, ntiles, nthr):
             _tile(xf, buf, of, m, k, n, bs, bb, t * nt, min(nt, n - t * nt), kc, tile, one,
                   zero)
+
+
+@njit(cache=True, nogil=True)
+def _moe_rows(buf, out3, e, j0, j1, bs, bb, tile):
+    # out3[e, :, j0:j1] = W_e[j0:j1, :].T: the blocks covering those rows' flat elements
+    # (rows may start mid-block) decoded into tile, then written row-block by column
+    k = out3.shape[1]
+    n = out3.shape[2]
+    first = (e * n + j0) * k                   # flat element of W_e[j0, 0] in the stack
+    b0 = first // bs
+    b1 = ((e * n + j1) * k + bs - 1) // bs
+    for b in range(b0, b1):
+        _decode(buf, b * bb, tile, (b - b0) * bs)
+    lead = first - b0 * bs
+    for t in range(k):
+        dst = out3[e, t, j0:j1]
+        for r in range(j1 - j0):
+            dst[r] = tile[lead + r * k + t]
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def qmoe(buf, out3, bs, bb, rows, nthr):
+    # out3 [E, K, N] (RLX's GroupedMatMul layout) from E packed W [N, K]; tasks of `rows`
+    # rows of one expert, round robin over threads
+    k = out3.shape[1]
+    n = out3.shape[2]
+    per = (n + rows - 1) // rows
+    tasks = out3.shape[0] * per
+    for w in prange(nthr):
+        tile = np.empty(rows * k + 2 * bs, np.float32)
+        for t in range(w, tasks, nthr):
+            e = t // per
+            j0 = (t % per) * rows
+            _moe_rows(buf, out3, e, j0, min(n, j0 + rows), bs, bb, tile)
 
 
 @njit(**_FM)

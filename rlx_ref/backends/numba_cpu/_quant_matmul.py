@@ -28,6 +28,7 @@ TILE_FLOOR = 8 * 256 * 4    # bytes per thread the tile may always take
 TILE_ROWS = 256             # most rows of W per tile (one sgemm's M)
 TILE_COLS = 256             # columns per decoded chunk (one sgemm's K), rounded to blocks
 PAR_BLOCKS = 256            # blocks from which dequant_blocks runs in prange
+MOE_ROWS = 16               # rows of W decoded per DequantMoEWeights task
 
 
 def kernel(name: str, block_size: int):
@@ -204,4 +205,28 @@ def dequant_blocks(packed, scheme, n_elements: int | None = None, out=None) -> n
         kern.get("qdeq_par")(raw, flat, bs, bb, nblocks, numba_threads())
     elif nblocks:
         kern.fn(raw, flat, bs, bb, nblocks)
+    return out
+
+
+def dequant_moe_weights(packed, scheme, num_experts: int, k: int, n: int,
+                        out=None) -> np.ndarray:
+    """f32 [E, K, N] from E packed expert weights W [N, K] (RLX's DequantMoEWeights)."""
+    sd = _gguf(scheme)
+    bs, bb = sd.block_size, sd.block_bytes
+    e, k, n = int(num_experts), int(k), int(n)
+    raw = _as_bytes(packed, f"{sd.name} DequantMoEWeights weight")
+    if min(e, k, n) < 0 or (n * k) % bs:
+        raise QuantError(f"{sd.name} DequantMoEWeights: W [{n}, {k}] is not a whole number "
+                         f"of {bs}-element blocks")
+    if raw.size != e * (n * k // bs) * bb:
+        raise QuantError(f"{sd.name} DequantMoEWeights: {e} experts of W [{n}, {k}] are "
+                         f"{e * (n * k // bs) * bb} bytes, but the packed weight has "
+                         f"{raw.size}")
+    if out is None:
+        out = np.empty((e, k, n), np.float32)
+    elif out.dtype != np.float32 or out.shape != (e, k, n) or not out.flags.c_contiguous:
+        raise QuantError(f"{sd.name}: out must be C-contiguous float32 [{e}, {k}, {n}]")
+    if out.size:
+        nthr = numba_threads()
+        kernel(sd.name, bs).get("qmoe")(raw, out, bs, bb, MOE_ROWS, nthr)
     return out
