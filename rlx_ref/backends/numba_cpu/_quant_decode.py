@@ -225,9 +225,10 @@ _STEP = re.compile(r"^(\s+)(lanes16\w*)\(out, ", re.M)
 
 
 def dot_source(scheme: str) -> tuple[str, str] | None:
-    """(name, source) of ``dot_<scheme>(buf, off, x, o, acc) -> acc + block . x[o:]``: the
-    decoder with every 16-lane store turned into its fused multiply-add form; None when the
-    decoder writes ``out`` other than through those steps (it keeps the scratch path)."""
+    """(name, source) of ``dot_<scheme>(buf, off, x, o, acc) -> acc + block . x[o:]``, to
+    paste after ``decoder_source``: the decoder with every 16-lane store turned into its
+    fused multiply-add form; None when the decoder writes ``out`` other than through those
+    steps (its GEMV keeps the scratch path)."""
     fn, src = DECODERS[scheme]
     head = f"def {fn}(buf, off, out, o):\n"
     body = src[src.index(head) + len(head):].rstrip() + "\n"
@@ -235,5 +236,4 @@ def dot_source(scheme: str) -> tuple[str, str] | None:
     if re.search(r"\bout\b", fused):
         return None
     name = "dot" + fn[3:]
-    return name, f"{src}\n\n@njit(**_DJ)\ndef {name}(buf, off, x, o, acc):\n{fused}" \
-                 "    return acc\n"
+    return name, f"\n\n@njit(**_DJ)\ndef {name}(buf, off, x, o, acc):\n{fused}    return acc\n"
