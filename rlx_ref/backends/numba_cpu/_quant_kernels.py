@@ -5,11 +5,14 @@ blocks over its flat index (block b holds elements b·bs .. b·bs + bs - 1); a r
 ``k // bs`` whole blocks when ``k % bs == 0``. Block size ``bs`` and bytes ``bb`` are
 arguments (read from the scheme record when the call is planned), never constants here.
 
-- ``qgemv_fused`` (m = 1): threads take equal runs of rows; each block's 16-value steps
+Parallel kernels split their work into tasks that threads claim one at a time (``claim``:
+an atomic counter), so a thread the OS deschedules holds up one task, not a fixed share.
+
+- ``qgemv_fused`` (m = 1): tasks of a few rows of W; each block's 16-value steps
   are multiplied into a 16-lane register accumulator (``_quant_simd``), one horizontal sum
   per row. ``qgemv`` is the same for decoders without fused steps: a row is decoded into an
   f32 scratch of k values (L1/L2-resident), then dotted with x in a vectorized loop.
-- ``qtiles`` (m > 1): threads take tiles of ``nt`` rows of W; a tile is decoded ``kc``
+- ``qtiles`` (m > 1): tasks are tiles of ``nt`` rows of W; a tile is decoded ``kc``
   columns at a time into a per-thread scratch [nt, kc] and multiplied by BLAS sgemm
   (single-threaded, see ``lower_linalg.blas_serial``) straight into ``out[:, j0:j0 + nt]``
   (ldc = n), accumulating over the k chunks (beta = 1 after the first). Numba's own
@@ -42,11 +45,16 @@ def qdeq(buf, out, bs, bb, nblocks):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def qdeq_par(buf, out, bs, bb, nblocks, nthr):
-    per = (nblocks + nthr - 1) // nthr
+def qdeq_par(buf, out, bs, bb, nblocks, per, nthr):
+    # tasks of `per` blocks, claimed by the threads as they come free (claim)
+    tasks = (nblocks + per - 1) // per
+    counter = np.zeros(1, np.int64)
     for w in prange(nthr):
-        for b in range(w * per, min(nblocks, (w + 1) * per)):
-            _decode(buf, b * bb, out, b * bs)
+        t = claim(counter)
+        while t < tasks:
+            for b in range(t * per, min(nblocks, (t + 1) * per)):
+                _decode(buf, b * bb, out, b * bs)
+            t = claim(counter)
 
 
 @njit(**_FM)
@@ -65,20 +73,28 @@ def _gemv_rows(x, buf, out, j0, j1, k, bs, bb, row):
 
 
 {fused_rows}@njit(cache=True, nogil=True, parallel=True)
-def qgemv(x, buf, out, k, bs, bb, nthr):
+def qgemv(x, buf, out, k, bs, bb, rows, nthr):
     n = out.size
-    per = (n + nthr - 1) // nthr
+    tasks = (n + rows - 1) // rows
+    counter = np.zeros(1, np.int64)
     for w in prange(nthr):
-        _gemv_rows(x, buf, out, w * per, min(n, (w + 1) * per), k, bs, bb,
-                   np.empty(k, np.float32))
+        row = np.empty(k, np.float32)
+        t = claim(counter)
+        while t < tasks:
+            _gemv_rows(x, buf, out, t * rows, min(n, (t + 1) * rows), k, bs, bb, row)
+            t = claim(counter)
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def qgemv_fused(x, buf, out, k, bs, bb, nthr):
+def qgemv_fused(x, buf, out, k, bs, bb, rows, nthr):
     n = out.size
-    per = (n + nthr - 1) // nthr
+    tasks = (n + rows - 1) // rows
+    counter = np.zeros(1, np.int64)
     for w in prange(nthr):
-        _gemv_rows_fused(x, buf, out, w * per, min(n, (w + 1) * per), k, bs, bb)
+        t = claim(counter)
+        while t < tasks:
+            _gemv_rows_fused(x, buf, out, t * rows, min(n, (t + 1) * rows), k, bs, bb)
+            t = claim(counter)
 
 
 @njit(cache=True, nogil=True)
@@ -100,15 +116,18 @@ def _tile(xf, buf, of, m, k, n, bs, bb, j0, nr, kc, tile, one, zero):
 
 @njit(cache=True, nogil=True, parallel=True)
 def qtiles(xf, buf, of, m, k, n, bs, bb, nt, kc, nthr):
-    # of [m, n] (flat) = xf [m, k] (flat) @ W.T, W in tiles of nt rows, round robin
+    # of [m, n] (flat) = xf [m, k] (flat) @ W.T, W in tiles of nt rows
     ntiles = (n + nt - 1) // nt
+    counter = np.zeros(1, np.int64)
     for w in prange(nthr):
         tile = np.empty(nt * kc, np.float32)
         one = np.ones(1, np.float32)
         zero = np.zeros(1, np.float32)
-        for t in range(w, ntiles, nthr):
+        t = claim(counter)
+        while t < ntiles:
             _tile(xf, buf, of, m, k, n, bs, bb, t * nt, min(nt, n - t * nt), kc, tile, one,
                   zero)
+            t = claim(counter)
 
 
 @njit(cache=True, nogil=True)
@@ -132,17 +151,20 @@ def _moe_rows(buf, out3, e, j0, j1, bs, bb, tile):
 @njit(cache=True, nogil=True, parallel=True)
 def qmoe(buf, out3, bs, bb, rows, nthr):
     # out3 [E, K, N] (RLX's GroupedMatMul layout) from E packed W [N, K]; tasks of `rows`
-    # rows of one expert, round robin over threads
+    # rows of one expert
     k = out3.shape[1]
     n = out3.shape[2]
     per = (n + rows - 1) // rows
     tasks = out3.shape[0] * per
+    counter = np.zeros(1, np.int64)
     for w in prange(nthr):
         tile = np.empty(rows * k + 2 * bs, np.float32)
-        for t in range(w, tasks, nthr):
+        t = claim(counter)
+        while t < tasks:
             e = t // per
             j0 = (t % per) * rows
             _moe_rows(buf, out3, e, j0, min(n, j0 + rows), bs, bb, tile)
+            t = claim(counter)
 
 
 @njit(**_FM)
@@ -167,12 +189,17 @@ def _straddle_rows(x, buf, out, j0, j1, k, bs, bb, blk, acc):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def qstraddle(x, buf, out, k, bs, bb, nthr):
+def qstraddle(x, buf, out, k, bs, bb, rows, nthr):
     n = out.shape[1]
-    per = (n + nthr - 1) // nthr
+    tasks = (n + rows - 1) // rows
+    counter = np.zeros(1, np.int64)
     for w in prange(nthr):
-        _straddle_rows(x, buf, out, w * per, min(n, (w + 1) * per), k, bs, bb,
-                       np.empty(bs, np.float32), np.empty(x.shape[0], np.float32))
+        blk = np.empty(bs, np.float32)
+        acc = np.empty(x.shape[0], np.float32)
+        t = claim(counter)
+        while t < tasks:
+            _straddle_rows(x, buf, out, t * rows, min(n, (t + 1) * rows), k, bs, bb, blk, acc)
+            t = claim(counter)
 '''
 
 

@@ -29,6 +29,8 @@ TILE_ROWS = 256             # most rows of W per tile (one sgemm's M)
 TILE_COLS = 256             # columns per decoded chunk (one sgemm's K), rounded to blocks
 PAR_BLOCKS = 256            # blocks from which dequant_blocks runs in prange
 MOE_ROWS = 16               # rows of W decoded per DequantMoEWeights task
+TASK_ROWS = 32              # rows of W per GEMV / straddling-rows task
+TASK_BLOCKS = 1024          # blocks per dequant_blocks task
 
 
 def kernel(name: str, block_size: int):
@@ -123,12 +125,12 @@ class DequantMatmulPlan:
         bs, bb, nthr = self.block_size, self.block_bytes, self.threads
         if self.path == "gemv":
             gemv = kern.get("qgemv_fused" if dot_source(self.scheme) else "qgemv")
-            gemv(x.reshape(-1), raw, out.reshape(-1), self.k, bs, bb, nthr)
+            gemv(x.reshape(-1), raw, out.reshape(-1), self.k, bs, bb, TASK_ROWS, nthr)
         elif self.path == "tiles":
             blas_serial(kern.get("qtiles"), x.reshape(-1), raw, out.reshape(-1), self.m,
                         self.k, self.n, bs, bb, self.tile_rows, self.tile_cols, nthr)
         else:
-            kern.get("qstraddle")(x, raw, out, self.k, bs, bb, nthr)
+            kern.get("qstraddle")(x, raw, out, self.k, bs, bb, TASK_ROWS, nthr)
         return out
 
 
@@ -165,10 +167,11 @@ def plan_dequant_matmul(scheme, m: int, k: int, n: int,
         return DequantMatmulPlan(sd.name, bs, bb, m, k, n, "empty", nthr)
     if k == 0:
         return DequantMatmulPlan(sd.name, bs, bb, m, k, n, "zeros", nthr)
+    row_tasks = -(-n // TASK_ROWS)
     if k % bs:
-        return DequantMatmulPlan(sd.name, bs, bb, m, k, n, "straddle", min(nthr, n))
+        return DequantMatmulPlan(sd.name, bs, bb, m, k, n, "straddle", min(nthr, row_tasks))
     if m == 1:
-        return DequantMatmulPlan(sd.name, bs, bb, m, k, n, "gemv", min(nthr, n))
+        return DequantMatmulPlan(sd.name, bs, bb, m, k, n, "gemv", min(nthr, row_tasks))
     rows, cols = tile_shape(m, k, n, bs, bb, nthr)
     tiles = -(-n // rows)
     return DequantMatmulPlan(sd.name, bs, bb, m, k, n, "tiles", min(nthr, tiles), rows, cols)
@@ -204,7 +207,7 @@ def dequant_blocks(packed, scheme, n_elements: int | None = None, out=None) -> n
     flat = out.reshape(-1)
     kern = kernel(sd.name, bs)
     if nblocks >= PAR_BLOCKS and numba_threads() > 1:
-        kern.get("qdeq_par")(raw, flat, bs, bb, nblocks, numba_threads())
+        kern.get("qdeq_par")(raw, flat, bs, bb, nblocks, TASK_BLOCKS, numba_threads())
     elif nblocks:
         kern.fn(raw, flat, bs, bb, nblocks)
     return out

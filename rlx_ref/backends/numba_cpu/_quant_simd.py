@@ -251,3 +251,16 @@ def vsum16(typingctx, acc):
             v = builder.fadd(v, upper)
         return builder.extract_element(v, ir.Constant(_I32, 0))
     return types.float32(acc), codegen
+
+
+@intrinsic
+def claim(typingctx, counter):
+    """Atomically ``counter[0] += 1``, returning the value before: the next task number.
+
+    Threads that claim tasks this way share the work dynamically, so one thread that the
+    OS deschedules on a busy machine delays the kernel by one task, not by its whole share.
+    """
+    def codegen(context, builder, sig, args):
+        ptr = context.make_array(sig.args[0])(context, builder, args[0]).data
+        return builder.atomic_rmw("add", ptr, ir.Constant(ir.IntType(64), 1), "monotonic")
+    return types.int64(counter), codegen
