@@ -20,7 +20,8 @@ BENCH = ("Q4_0", "Q8_0", "Q4_K")
 F16_AT = {"Q4_0": (0,), "Q4_1": (0, 2), "Q5_0": (0,), "Q5_1": (0, 2), "Q8_0": (0,),
           "Q2_K": (80, 82), "Q3_K": (108,), "Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,),
           "IQ4_NL": (0,), "IQ4_XS": (0,), "TQ1_0": (52,), "TQ2_0": (64,), "Q8_K": (),
-          "MXFP4": (), "NVFP4": ()}
+          "MXFP4": (), "NVFP4": (), "IQ2_XXS": (0,), "IQ2_XS": (0,), "IQ2_S": (0,),
+          "IQ3_XXS": (0,), "IQ3_S": (0,), "IQ1_S": (0,), "IQ1_M": ()}
 
 
 def scheme(name: str):
@@ -53,6 +54,8 @@ def random_blocks(name: str, nblocks: int, rng, small: bool = False) -> np.ndarr
     if name == "Q8_K":
         d = rng.uniform(-0.05, 0.05, nblocks).astype(np.float32)
         raw[:, :4] = d.view(np.uint8).reshape(nblocks, 4)
+    if name == "IQ1_M":
+        raw[:, 55] &= 0xBF                  # its f16 d is split over 4 words: exponent < 16
     if name == "MXFP4":
         raw[:, 0] = rng.integers(115, 131, nblocks) if small else raw[:, 0]
     return raw

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from ._quant_decode_iq import IQ_DECODERS
 from ._quant_decode_k import K_DECODERS
 from ._quant_simd import SIMD_VERSION
 
@@ -35,7 +36,12 @@ def _byte(buf, i):
 @njit(**_DJ)
 def _f16_bits(buf, off):
     # the little-endian IEEE half at buf[off:off + 2] as f32 by its bits (NaN payload kept)
-    h = int(buf[off]) | (int(buf[off + 1]) << 8)
+    return _half(_byte(buf, off) | (_byte(buf, off + 1) << 8))
+
+
+@njit(**_DJ)
+def _half(h):
+    # the IEEE half with bits h as f32, exactly
     sign = (h & 0x8000) << 16
     e = (h >> 10) & 0x1F
     mant = h & 0x3FF
@@ -212,6 +218,7 @@ DECODERS = {
     "NVFP4": ("dec_nvfp4", _NVFP4),
     **{name: (fn, src.replace("{IQ4_TABLE}", _IQ4_TABLE))
        for name, (fn, src) in K_DECODERS.items()},
+    **IQ_DECODERS,
 }
 
 
