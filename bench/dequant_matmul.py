@@ -65,6 +65,30 @@ def bandwidth():
     return out
 
 
+def contention():
+    """How busy the machine is: the 90th-percentile latency (us) of an empty 2-thread
+    parallel region (a thread the OS has descheduled shows up here in ms) and a 1024^3
+    sgemm's GFLOP/s (numpy, 2 threads: ~200 on this machine when idle)."""
+    from numba import njit, prange
+
+    @njit(parallel=True)
+    def empty(a):
+        for i in prange(2):
+            a[i] += 1
+
+    a = np.zeros(2)
+    empty(a)
+    lat = []
+    for _ in range(200):
+        t = time.perf_counter()
+        empty(a)
+        lat.append(time.perf_counter() - t)
+    x = np.ones((1024, 1024), np.float32)
+    med, _ = timeit(lambda: x @ x, [()], reps=9)
+    return {"empty_region_p90_us": float(np.percentile(lat, 90) * 1e6),
+            "sgemm_1024_gflops": 2 * 1024 ** 3 / med / 1e9}
+
+
 def make_weights(scheme, n, k, seed=0):
     from rlx_ref.quant import quantize
 
@@ -204,11 +228,14 @@ def memory(scheme, n, k, systems):
     return out
 
 
-def report(rows, mem, bw, systems):
-    """The results as a markdown table."""
+def report(rows, mem, bw, systems, busy):
+    """The results as a markdown table (medians; extra memory in MiB when probed)."""
     read = bw["numba_read_2t"]
     lines = [f"Bandwidth (GB/s): numpy copy 1 thread {bw['numpy_copy_1t']:.1f}, numba copy "
-             f"2 threads {bw['numba_copy_2t']:.1f}, numba read 2 threads {read:.1f}", "",
+             f"2 threads {bw['numba_copy_2t']:.1f}, numba read 2 threads {read:.1f}",
+             "Machine load (before, after): empty parallel region p90 " + ", ".join(
+                 f"{b['empty_region_p90_us']:.0f} us" for b in busy) + "; sgemm 1024^3 " +
+             ", ".join(f"{b['sgemm_1024_gflops']:.0f} GFLOP/s" for b in busy), "",
              "| scheme | m | " + " | ".join(f"{s} ms" for s in systems) + " | f32 BLAS ms | "
              "numba-cpu | extra MiB (" + ", ".join(systems) + ") |",
              "|---" * (len(systems) + 5) + "|"]
@@ -219,7 +246,8 @@ def report(rows, mem, bw, systems):
             speed = f"{gbs:.1f} GB/s ({100 * gbs / read:.0f}% of read)"
         else:
             speed = f"{r['f32 BLAS'] / nb:.2f}x f32 BLAS"
-        extra = ", ".join(f"{mem[r['scheme']][(s, r['m'])] / 2**20:.1f}" for s in systems)
+        extra = ", ".join(f"{mem[r['scheme']][(s, r['m'])] / 2**20:.1f}" for s in systems) \
+            if r["scheme"] in mem else "-"
         lines.append(f"| {r['scheme']} | {r['m']} | " + " | ".join(
             f"{1e3 * r[s]:.2f}" for s in systems) + f" | {1e3 * r['f32 BLAS']:.2f} | {speed} | "
             f"{extra} |")
@@ -233,24 +261,29 @@ def main():
     ap.add_argument("--systems", default="numba-cpu,numpy,torch")
     ap.add_argument("--json", default="")
     ap.add_argument("--probe", nargs=5)
+    ap.add_argument("--no-memory", action="store_true", help="skip the peak-memory probes")
     a = ap.parse_args()
     if a.probe:
         system, scheme, m, n, k = a.probe
         probe(system, scheme, int(m), int(n), int(k))
         return
     systems = a.systems.split(",")
+    busy = [contention()]
     bw = bandwidth()
-    print(json.dumps(bw), flush=True)
+    print(json.dumps(busy[0]), json.dumps(bw), flush=True)
     rows, mem = [], {}
     for scheme in a.schemes.split(","):
         rows += bench_scheme(scheme, a.n, a.n, systems)
-        mem[scheme] = memory(scheme, a.n, a.n, systems)
-    text = report(rows, mem, bw, systems)
+        if not a.no_memory:
+            mem[scheme] = memory(scheme, a.n, a.n, systems)
+    busy.append(contention())
+    text = report(rows, mem, bw, systems, busy)
     print(text)
     if a.json:
-        Path(a.json).write_text(json.dumps({"bandwidth": bw, "rows": rows, "memory": {
-            s: {f"{k[0]} m={k[1]}": v for k, v in d.items()} for s, d in mem.items()}},
-            indent=1))
+        Path(a.json).write_text(json.dumps({"bandwidth": bw, "contention": busy, "rows": rows,
+                                            "memory": {s: {f"{k[0]} m={k[1]}": v
+                                                           for k, v in d.items()}
+                                                       for s, d in mem.items()}}, indent=1))
 
 
 if __name__ == "__main__":

@@ -10,9 +10,12 @@ Every step comes in two forms: ``lanes16*(out, o, ...)`` stores its 16 values at
 ``out[o:o + 16]`` (decoding), ``lanes16*_dot(acc, x, o, ...)`` returns ``acc + values *
 x[o:o + 16]`` (one fused multiply-add a lane) with ``acc`` an ``F32x16`` held in a register
 across a row (the GEMV, with no decoded row written anywhere). Each step is exact IEEE f32
-arithmetic in the order its docstring states, so decoders built
-from them stay bit-exact. The generated kernels name ``SIMD_VERSION`` (a hash of this file)
-so that an edit here changes their source hash and retires their cached machine code.
+arithmetic in the order its docstring states, so decoders built from them stay bit-exact.
+``claim`` (an atomic task counter) is here too: the kernels' other LLVM-level helper.
+
+The generated kernels name ``SIMD_VERSION`` (a hash of this file) so that an edit here
+changes their source hash and retires their cached machine code (Numba's cache tracks only
+the kernel's own file).
 """
 from __future__ import annotations
 
@@ -69,7 +72,8 @@ def _f32(context, builder, val, ty):
 
 @intrinsic
 def f16_at(typingctx, buf, off):
-    """The little-endian IEEE half at ``buf[off:off + 2]`` as f32 (``fpext``: exact)."""
+    """The little-endian IEEE half at ``buf[off:off + 2]`` as f32 (``fpext``: exact, but a
+    signalling NaN comes back quiet; ``_quant_decode._f16`` keeps numpy's bits)."""
     def codegen(context, builder, sig, args):
         base = _data(context, builder, sig.args[0], args[0])
         ptr = builder.bitcast(_at(context, builder, base, args[1], sig.args[1]),
