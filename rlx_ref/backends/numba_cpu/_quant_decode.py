@@ -232,15 +232,23 @@ _STEP = re.compile(r"^(\s+)(lanes16\w*)\(out, ", re.M)
 
 
 def dot_source(scheme: str) -> tuple[str, str] | None:
-    """(name, source) of ``dot_<scheme>(buf, off, x, o, acc) -> acc + block . x[o:]``, to
-    paste after ``decoder_source``: the decoder with every 16-lane store turned into its
-    fused multiply-add form; None when the decoder writes ``out`` other than through those
-    steps (its GEMV keeps the scratch path)."""
+    """(name, source) of ``dot_<scheme>(buf, off, x, o, acc, acc2) -> (acc, acc2)`` adding
+    the block's products with ``x[o:]``, to paste after ``decoder_source``: the decoder with
+    its 16-lane stores turned into fused multiply-adds, alternately into ``acc`` and
+    ``acc2`` by call site (two chains: the adds of a block need not wait on one another);
+    None when the decoder writes ``out`` other than through those steps (its GEMV keeps the
+    scratch path)."""
     fn, src = DECODERS[scheme]
     head = f"def {fn}(buf, off, out, o):\n"
     body = src[src.index(head) + len(head):].rstrip() + "\n"
-    fused = _STEP.sub(lambda mt: f"{mt.group(1)}acc = {mt.group(2)}_dot(acc, x, ", body)
+    site = iter(range(1 << 30))
+
+    def fused_step(mt):
+        acc = "acc2" if next(site) % 2 else "acc"
+        return f"{mt.group(1)}{acc} = {mt.group(2)}_dot({acc}, x, "
+    fused = _STEP.sub(fused_step, body)
     if re.search(r"\bout\b", fused):
         return None
     name = "dot" + fn[3:]
-    return name, f"\n\n@njit(**_DJ)\ndef {name}(buf, off, x, o, acc):\n{fused}    return acc\n"
+    return name, (f"\n\n@njit(**_DJ)\ndef {name}(buf, off, x, o, acc, acc2):\n{fused}"
+                  "    return acc, acc2\n")

@@ -205,18 +205,18 @@ def qstraddle(x, buf, out, k, bs, bb, rows, nthr):
 
 
 def _fused_rows(chains: int) -> str:
-    """``_gemv_rows_fused`` with ``chains`` accumulators over consecutive blocks (so the
-    multiply-adds of one block need not wait for the previous block's). It prefetches: the
-    hardware prefetcher alone left the GEMV at about 60% of its L3-resident speed on a
-    weight read from DRAM (Q8_0 4096 x 4096, 2 threads: 1.14 ms from DRAM, 0.73 ms from
-    L3; 0.59 ms from DRAM with the prefetch)."""
-    accs = [f"a{c}" for c in range(chains)]
-    zero = "".join(f"        {a} = vzero16()\n" for a in accs)
-    steps = "".join(f"            {a} = _dot(buf, base + (b + {c}) * bb, x, (b + {c}) * bs, {a})\n"
-                    for c, a in enumerate(accs))
-    total = accs[0]
-    for a in accs[1:]:
-        total = f"vadd16({total}, {a})"
+    """``_gemv_rows_fused`` over ``chains`` consecutive blocks at a time, each with its two
+    accumulators (``dot_source``), so the multiply-adds of one block need not wait for the
+    previous block's. It prefetches: the hardware prefetcher alone left the GEMV at about
+    60% of its L3-resident speed on a weight read from DRAM (Q8_0 4096 x 4096, 2 threads:
+    1.14 ms from DRAM, 0.73 ms from L3; 0.59 ms from DRAM with the prefetch)."""
+    accs = [(f"a{c}", f"b{c}") for c in range(chains)]
+    zero = "".join(f"        {a} = vzero16()\n        {b} = vzero16()\n" for a, b in accs)
+    steps = "".join(f"            {a}, {b} = _dot(buf, base + (b + {c}) * bb, x, "
+                    f"(b + {c}) * bs, {a}, {b})\n" for c, (a, b) in enumerate(accs))
+    total = "vadd16(a0, b0)"
+    for a, b in accs[1:]:
+        total = f"vadd16({total}, vadd16({a}, {b}))"
     return f"""@njit(cache=True, nogil=True)
 def _gemv_rows_fused(x, buf, out, j0, j1, k, bs, bb):
     # as _gemv_rows, each block's 16-value steps multiplied into register accumulators
@@ -228,7 +228,7 @@ def _gemv_rows_fused(x, buf, out, j0, j1, k, bs, bb):
             for line in range(0, {chains} * bb, 64):
                 prefetch(buf, base + b * bb + PREFETCH + line)
 {steps}        for b in range(nbk - nbk % {chains}, nbk):
-            a0 = _dot(buf, base + b * bb, x, b * bs, a0)
+            a0, b0 = _dot(buf, base + b * bb, x, b * bs, a0, b0)
         out[j] = vsum16({total})
 
 

@@ -42,11 +42,11 @@ def kernel(name: str, block_size: int):
     fused = dot_source(name)
     if fused:
         src += fused[1]
-    # accumulator chains of the fused GEMV: a 32-value block is 2 dependent multiply-adds,
-    # so 4 chains over consecutive blocks (Q4_0 4096 x 4096, one thread: ~1.6 -> ~0.8 ms); a
-    # 256-value block is 16, and 2 chains of one gained ~10% for ~3x the compile time
-    # (5 s more a scheme)
-    chains = 4 if block_size <= 64 else 1
+    # blocks in flight in the fused GEMV, each with two accumulators (dot_source): a
+    # 32-value block is only 2 multiply-adds, so 2 blocks (4 chains; Q4_0 4096 x 4096 on
+    # one thread went from ~1.6 ms with one chain to ~0.8 ms); a 256-value block is 16,
+    # so 1 (more inlined copies of it cost seconds of compile for no measurable gain)
+    chains = 2 if block_size <= 64 else 1
     return compile_kernel("qdeq", driver_source(fn, src, fused and fused[0], chains))
 
 
