@@ -150,7 +150,7 @@ _BODIES = {
 """),
     # f32 d, 256 int8 quants, 16 int16 block sums (not needed to decode)
     "Q8_K": (256, 292, """
-    const float d = vload(0, (__global const float*)b);
+    const float d = as_float(rlx_qd_u32(b));
     __global const char* q = (__global const char*)(b + 4 + 32 * s);
     *w0 = d * convert_float16(vload16(0, q));
     *w1 = d * convert_float16(vload16(1, q));
