@@ -22,9 +22,6 @@ from dataclasses import dataclass
 _COMMON = """
 #ifndef RLX_QD_COMMON
 #define RLX_QD_COMMON
-RLX_INLINE float rlx_qd_half(__global const uchar* p) {
-    return vload_half(0, (__global const half*)p);
-}
 RLX_INLINE uint rlx_qd_u32(__global const uchar* p) {   /* little-endian, any alignment */
     return (uint)p[0] | ((uint)p[1] << 8) | ((uint)p[2] << 16) | ((uint)p[3] << 24);
 }
@@ -39,8 +36,29 @@ RLX_INLINE float rlx_qd_hsum(float16 v) {
 #define RLX_QD_HI(q) convert_int16((q) >> (uchar)4)
 /* the two halves of a 32-byte run of quants */
 #define RLX_QD_RUN(p, a, b) const uchar16 a = vload16(0, (p)), b = vload16(1, (p))
+/* lane i of a vector of per-sub-block scales (a constant i folds to a register lane) */
+#define RLX_QD_LANE(n, v, i, out) { float t_[n]; vstore##n((v), 0, t_); out = t_[i]; }
 #endif
 """
+
+# An f16 field as float. vload_half is exact everywhere; on a CPU device it is a call-like
+# sequence of about 17 scalar instructions (PoCL has no F16C path), a third of a Q4_0 block's
+# decode, so CPU-style kernels take the same value from integer operations: normal and
+# infinite/NaN halves rebias the exponent, subnormals are m·2^-24 (exact in float).
+_HALF = {False: """
+RLX_INLINE float rlx_qd_half(__global const uchar* p) {
+    return vload_half(0, (__global const half*)p);
+}
+""", True: """
+RLX_INLINE float rlx_qd_half(__global const uchar* p) {
+    const uint h = *(__global const ushort*)p;
+    const uint m = h & 0x7fffu;
+    const uint nb = (m << 13) + (112u << 23);
+    const uint bits = m < 0x400u ? as_uint((float)m * 0x1p-24f)
+                                 : (m >= 0x7c00u ? nb + (112u << 23) : nb);
+    return as_float(bits | ((h & 0x8000u) << 16));
+}
+"""}
 
 # Each body decodes sub-block ``s`` of block ``b`` into ``*w0`` and ``*w1``.
 _BODIES = {
@@ -84,9 +102,12 @@ _BODIES = {
     # each 128 elements take 32 quant bytes at shifts 0, 2, 4, 6; a scale per 16 elements
     "Q2_K": (256, 84, """
     const float d = rlx_qd_half(b + 80), dm = rlx_qd_half(b + 82);
-    const uchar sa = b[2 * s], sb = b[2 * s + 1];
-    const float da = d * (float)(sa & 15), ma = dm * (float)(sa >> 4);
-    const float db = d * (float)(sb & 15), mb = dm * (float)(sb >> 4);
+    const uchar16 sc = vload16(0, b);
+    const float16 dl = d * convert_float16(sc & (uchar)15);
+    const float16 ml = dm * convert_float16(sc >> (uchar)4);
+    float da, db, ma, mb;
+    RLX_QD_LANE(16, dl, 2 * s, da) RLX_QD_LANE(16, dl, 2 * s + 1, db)
+    RLX_QD_LANE(16, ml, 2 * s, ma) RLX_QD_LANE(16, ml, 2 * s + 1, mb)
     RLX_QD_RUN(b + 16 + 32 * (s >> 2), qa, qb);
     const uchar sh = (uchar)(2 * (s & 3));
     *w0 = da * convert_float16((qa >> sh) & (uchar)3) - ma;
@@ -95,9 +116,9 @@ _BODIES = {
     # 32 high-bit mask bytes (bit s of byte l: element 32s + l), 64 bytes of 2-bit quants,
     # 12 bytes of 6-bit scales (see rlx_qd_q3s), d; a clear high bit subtracts 4
     "Q3_K": (256, 110, """
-    const float d = rlx_qd_half(b + 108);
-    const float da = d * (float)rlx_qd_q3s(b + 96, 2 * s);
-    const float db = d * (float)rlx_qd_q3s(b + 96, 2 * s + 1);
+    const float16 dl = rlx_qd_half(b + 108) * convert_float16(rlx_qd_q3s(b + 96));
+    float da, db;
+    RLX_QD_LANE(16, dl, 2 * s, da) RLX_QD_LANE(16, dl, 2 * s + 1, db)
     RLX_QD_RUN(b + 32 + 32 * (s >> 2), la, lb);
     RLX_QD_RUN(b, ha, hb);
     const uchar sh = (uchar)(2 * (s & 3)), hs = (uchar)s;
@@ -110,10 +131,10 @@ _BODIES = {
 """),
     # d, dmin, 12 bytes of 6-bit (scale, min) pairs per 32 elements, 128 nibble bytes
     "Q4_K": (256, 144, """
-    const float d = rlx_qd_half(b), dm = rlx_qd_half(b + 2);
-    int sc, mn;
-    rlx_qd_k4sm(b + 4, s, &sc, &mn);
-    const float ds = d * (float)sc, ms = dm * (float)mn;
+    float8 d8, m8;
+    rlx_qd_k4sm(b + 4, rlx_qd_half(b), rlx_qd_half(b + 2), &d8, &m8);
+    float ds, ms;
+    RLX_QD_LANE(8, d8, s, ds) RLX_QD_LANE(8, m8, s, ms)
     RLX_QD_RUN(b + 16 + 32 * (s >> 1), qa, qb);
     const uchar sh = (uchar)(4 * (s & 1));
     *w0 = ds * convert_float16((qa >> sh) & (uchar)15) - ms;
@@ -121,10 +142,10 @@ _BODIES = {
 """),
     # as Q4_K plus 32 high-bit bytes (bit s of byte l: element 32s + l) before the nibbles
     "Q5_K": (256, 176, """
-    const float d = rlx_qd_half(b), dm = rlx_qd_half(b + 2);
-    int sc, mn;
-    rlx_qd_k4sm(b + 4, s, &sc, &mn);
-    const float ds = d * (float)sc, ms = dm * (float)mn;
+    float8 d8, m8;
+    rlx_qd_k4sm(b + 4, rlx_qd_half(b), rlx_qd_half(b + 2), &d8, &m8);
+    float ds, ms;
+    RLX_QD_LANE(8, d8, s, ds) RLX_QD_LANE(8, m8, s, ms)
     RLX_QD_RUN(b + 48 + 32 * (s >> 1), qa, qb);
     RLX_QD_RUN(b + 16, ha, hb);
     const uchar sh = (uchar)(4 * (s & 1)), hs = (uchar)s;
@@ -136,9 +157,10 @@ _BODIES = {
     # 128 low-nibble bytes, 64 bytes of 2-bit highs, 16 int8 scales (one per 16), d;
     # per 128 elements: 64 ql bytes (low nibbles, then high), 32 qh bytes at shifts 0..6
     "Q6_K": (256, 210, """
-    const float d = rlx_qd_half(b + 208);
-    __global const char* sc = (__global const char*)(b + 192);
-    const float da = d * (float)sc[2 * s], db = d * (float)sc[2 * s + 1];
+    const float16 dl = rlx_qd_half(b + 208)
+                       * convert_float16(vload16(0, (__global const char*)(b + 192)));
+    float da, db;
+    RLX_QD_LANE(16, dl, 2 * s, da) RLX_QD_LANE(16, dl, 2 * s + 1, db)
     const int h = s >> 2, r = s & 3;
     RLX_QD_RUN(b + 64 * h + 32 * (r & 1), la, lb);
     RLX_QD_RUN(b + 128 + 32 * h, ha, hb);
@@ -163,10 +185,15 @@ _BODIES = {
 """),
     # d, 16 high scale bits (2 per 32 elements), 4 bytes of low scale nibbles, 128 bytes
     "IQ4_XS": (256, 136, """
-    const float d = rlx_qd_half(b);
-    const uint hi = ((uint)b[2] | ((uint)b[3] << 8)) >> (2 * s);
-    const int ls = (int)(((b[4 + (s >> 1)] >> (4 * (s & 1))) & 15) | ((hi & 3) << 4));
-    const float dl = d * (float)(ls - 32);
+    const uint8 hi = ((uint8)((uint)b[2] | ((uint)b[3] << 8))
+                      >> (uint8)(0, 2, 4, 6, 8, 10, 12, 14)) & 3u;
+    const uchar4 l4 = vload4(0, b + 4);
+    const uchar8 lo = ((uchar8)(l4.s0, l4.s0, l4.s1, l4.s1, l4.s2, l4.s2, l4.s3, l4.s3)
+                       >> (uchar8)(0, 4, 0, 4, 0, 4, 0, 4)) & (uchar)15;
+    const float8 d8 = rlx_qd_half(b) * convert_float8((convert_int8(lo)
+                                                      | convert_int8(hi << 4u)) - 32);
+    float dl;
+    RLX_QD_LANE(8, d8, s, dl)
     const uchar16 q = vload16(0, b + 8 + 16 * s);
     *w0 = dl * convert_float16(shuffle(RLX_QD_IQ4, q & (uchar)15));
     *w1 = dl * convert_float16(shuffle(RLX_QD_IQ4, q >> (uchar)4));
@@ -188,8 +215,8 @@ _BODIES = {
         if (s < 7) {
             *w1 = rlx_qd_trit(q, (uchar16)RLX_QD_POW3(n + 1), d);
         } else {
-            const uchar16 t = shuffle(vload4(0, b + 48),
-                                      (uchar16)(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3));
+            const uchar4 t4 = vload4(0, b + 48);
+            const uchar16 t = (uchar16)(t4, t4, t4, t4);
             *w1 = rlx_qd_trit(t, (uchar16)(1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 9, 9,
                                            27, 27, 27, 27), d);
         }
@@ -217,25 +244,27 @@ _BODIES = {
 # helpers some decoders share (each behind its own guard)
 _HELPERS = {
     "Q3_K": ("RLX_QD_Q3S", """
-RLX_INLINE int rlx_qd_q3s(__global const uchar* p, int i) {
-    /* 6-bit scale i: low 4 bits from byte i (i < 8) or the high nibble of byte i - 8,
-       high 2 bits from byte 8 + i % 4 at shift 2 * (i / 4); stored with a bias of 32 */
-    const int lo = (i < 8 ? p[i] : p[i - 8] >> 4) & 15;
-    const int hi = (p[8 + (i & 3)] >> (2 * (i >> 2))) & 3;
-    return (lo | (hi << 4)) - 32;
+RLX_INLINE int16 rlx_qd_q3s(__global const uchar* p) {
+    /* the 16 6-bit scales: low 4 bits from bytes 0..7 (low nibbles, then high), high 2
+       bits of scale i from byte 8 + i % 4 at shift 2 * (i / 4); stored with a bias of 32 */
+    const uchar8 l = vload8(0, p);
+    const uchar4 h = vload4(0, p + 8);
+    const uchar16 lo = (uchar16)(l & (uchar)15, l >> (uchar)4);
+    const uchar16 hi = (uchar16)(h, h >> (uchar)2, h >> (uchar)4, h >> (uchar)6) & (uchar)3;
+    return convert_int16(lo | (hi << (uchar)4)) - 32;
 }
 """),
     "Q4_K": ("RLX_QD_K4SM", """
-RLX_INLINE void rlx_qd_k4sm(__global const uchar* p, int j, int* sc, int* mn) {
-    /* 6-bit (scale, min) of sub-block j: bytes 0..3 scales and 4..7 mins of j < 4, whose
-       top 2 bits extend j + 4's; bytes 8..11 the low 4 bits of j >= 4's */
-    if (j < 4) {
-        *sc = p[j] & 63;
-        *mn = p[j + 4] & 63;
-    } else {
-        *sc = (p[j + 4] & 15) | ((p[j - 4] >> 6) << 4);
-        *mn = (p[j + 4] >> 4) | ((p[j] >> 6) << 4);
-    }
+RLX_INLINE void rlx_qd_k4sm(__global const uchar* p, float d, float dm, float8* ds,
+                            float8* ms) {
+    /* the 8 6-bit (scale, min) pairs: bytes 0..3 scales and 4..7 mins of sub-blocks 0..3,
+       whose top 2 bits extend 4..7's; bytes 8..11 the low 4 bits of 4..7's (scale low,
+       min high nibble) */
+    const uchar4 a = vload4(0, p), m = vload4(1, p), h = vload4(2, p);
+    const uchar8 sc = (uchar8)(a & (uchar)63, (h & (uchar)15) | ((a >> (uchar)6) << (uchar)4));
+    const uchar8 mn = (uchar8)(m & (uchar)63, (h >> (uchar)4) | ((m >> (uchar)6) << (uchar)4));
+    *ds = d * convert_float8(sc);
+    *ms = dm * convert_float8(mn);
 }
 """),
     "IQ4": ("RLX_QD_IQ4_TAB", """
@@ -280,10 +309,12 @@ def _guarded(guard: str, text: str) -> str:
     return f"#ifndef {guard}\n#define {guard}\n{text.strip()}\n#endif\n"
 
 
-def decode_source(name: str) -> str:
-    """The C source that defines ``rlx_qd_<name>`` and what it uses (include-guarded)."""
+def decode_source(name: str, soft_half: bool = False) -> str:
+    """The C source that defines ``rlx_qd_<name>`` and what it uses (include-guarded);
+    ``soft_half``: f16 fields by integer operations (CPU-style kernels; every kernel of one
+    program must agree, as the first definition is the one kept)."""
     bs, bb, body = _BODIES[name]
-    parts = [_COMMON]
+    parts = [_COMMON, _guarded("RLX_QD_HALF", _HALF[bool(soft_half)])]
     for need in _NEEDS.get(name, ()):
         parts.append(_guarded(*_HELPERS[need]))
     fn = (f"RLX_INLINE void rlx_qd_{name}(__global const uchar* b, const int s, "

@@ -28,6 +28,8 @@ from string import Template
 
 from ._quant_decode_src import Decoder, decode_source
 
+QKC = 256                    # CPU tiled: k per decoded chunk (a multiple of every block)
+
 _ROW = """#if QIND
 #define QROW(i) ((long)rows[r0 + (i)])
 #else
@@ -44,14 +46,28 @@ __kernel void KNAME($args, const int n, const int k)
 {
     const int j = get_global_id(0);
     if (j >= n) return;
-    const long ks = k >> 5, g0 = (long)j * ks;
     __global const uchar* wb = w + w_off;
 $xptrs
 $decl
-    for (long g = 0; g < ks; g++) {
-        float16 w0, w1;
-        QSUB(g0 + g, &w0, &w1);
-$step
+    if (k % QBS == 0) {         /* rows of whole blocks: constant sub-block indices */
+        const long kb = k / QBS;
+        __global const uchar* wr = wb + (long)j * kb * QBB;
+        for (long i = 0; i < kb; i++, wr += QBB) {
+            const long xo = i * QBS;
+            #pragma unroll
+            for (int s = 0; s < QNS; s++) {
+                float16 w0, w1;
+                QD(wr, s, &w0, &w1);
+$bstep
+            }
+        }
+    } else {
+        const long ks = k >> 5, g0 = (long)j * ks;
+        for (long g = 0; g < ks; g++) {
+            float16 w0, w1;
+            QSUB(g0 + g, &w0, &w1);
+$fstep
+        }
     }
 $store
 }
@@ -102,30 +118,57 @@ __kernel void KNAME(__global float* xt, __global const float* x, __global const 
 _TILED_CPU = Template("""
 __kernel void KNAME(__global float* out, __global const float* xt, __global const uchar* w,
                     const long w_off, __global const int* rows, const int r0, const int m,
-                    const int n, const int k, const int p0)
+                    const int n, const int k, const int p0, const int np)
 {
-    const int j0 = get_global_id(0) * QTN, p = get_global_id(1);
+    const int j0 = get_global_id(0) * QTN;
     if (j0 >= n) return;
-    const long ks = k >> 5;
     __global const uchar* wb = w + w_off;
-    __global const float* xg = xt + (long)p * k * QV;
-    float wt[QTN * 32];
-$decl
-    for (long g = 0; g < ks; g++) {
+    const long ks = k >> 5;
+    float wt[QTN * QKC];                /* QTN decoded W rows of one k chunk */
+    float acc[QP * QTN * QV];           /* the outputs of every panel of the chunk */
+    for (int i = 0; i < np * QTN * QV; i++) acc[i] = 0.0f;
+    for (int k0 = 0; k0 < k; k0 += QKC) {
+        const int kc = min(QKC, k - k0);
         for (int t = 0; t < QTN; t++) {     /* rows past n repeat the last: never stored */
-            float16 w0, w1;
-            QSUB((long)min(j0 + t, n - 1) * ks + g, &w0, &w1);
-            vstore16(w0, 0, wt + 32 * t);
-            vstore16(w1, 0, wt + 32 * t + 16);
+            const long row = min(j0 + t, n - 1);
+            float* wr = wt + t * QKC;
+            if (k % QBS == 0) {
+                __global const uchar* blk = wb + (row * (k / QBS) + k0 / QBS) * QBB;
+                for (int i = 0; i < kc; i += QBS, blk += QBB) {
+                    #pragma unroll
+                    for (int s = 0; s < QNS; s++) {
+                        float16 w0, w1;
+                        QD(blk, s, &w0, &w1);
+                        vstore16(w0, 0, wr + i + 32 * s);
+                        vstore16(w1, 0, wr + i + 32 * s + 16);
+                    }
+                }
+            } else {
+                for (int i = 0; i < kc; i += 32) {
+                    float16 w0, w1;
+                    QSUB(row * ks + ((k0 + i) >> 5), &w0, &w1);
+                    vstore16(w0, 0, wr + i);
+                    vstore16(w1, 0, wr + i + 16);
+                }
+            }
         }
-        for (int kk = 0; kk < 32; kk++, xg += QV) {
-            const $vt xv = vload$v(0, xg);
+        for (int p = 0; p < np; p++) {      /* every panel meets the decoded tile */
+            float* ap = acc + p * QTN * QV;
+$load
+            __global const float* xg = xt + ((long)p * k + k0) * QV;
+            for (int kk = 0; kk < kc; kk++, xg += QV) {
+                const $vt xv = vload$v(0, xg);
 $step
+            }
+$save
         }
     }
-    const int mb = (p0 + p) * QV;
-    float lane[QV];
-$store
+    for (int p = 0; p < np; p++) {
+        const int mb = (p0 + p) * QV;
+        for (int t = 0; t < QTN && j0 + t < n; t++)
+            for (int l = 0; l < QV && mb + l < m; l++)
+                out[QROW(mb + l) * n + j0 + t] = acc[(p * QTN + t) * QV + l];
+    }
 }
 """)
 
@@ -214,16 +257,19 @@ __kernel void KNAME(__global float* out, __global const uchar* w, const long w_o
 """)
 
 
-def _finish(prefix: str, dec: Decoder, geometry: tuple, defs: dict, body: str):
-    """(name, source): the decoder, the kernel's defines, its body, and the undefines."""
+def _finish(prefix: str, dec: Decoder, geometry: tuple, defs: dict, body: str,
+            soft: bool):
+    """(name, source): the decoder, the kernel's defines, its body, and the undefines
+    (``soft``: f16 fields by integer operations, the CPU-style choice)."""
     bs, bb = geometry
     nsl = (bs // 32).bit_length() - 1
     defs = {"QD": dec.fn, "QBS": bs, "QBB": bb, "QNSL": nsl, **defs}
     head = "".join(f"#define {k} {v}\n" for k, v in defs.items()) + _ROW
     tail = "".join(f"#undef {k}\n" for k in list(defs) + ["QROW", "QNS", "QSUB"])
     text = head + body + tail
-    name = f"{prefix}_{dec.name.lower()}_{hashlib.sha256(text.encode()).hexdigest()[:12]}"
-    return name, decode_source(dec.name) + text.replace("KNAME", name)
+    full = decode_source(dec.name, soft) + text
+    name = f"{prefix}_{dec.name.lower()}_{hashlib.sha256(full.encode()).hexdigest()[:12]}"
+    return name, full.replace("KNAME", name)
 
 
 def _xrows(m: int, pad: str = "    ") -> str:
@@ -232,15 +278,17 @@ def _xrows(m: int, pad: str = "    ") -> str:
 
 def gemv_cpu(dec: Decoder, geometry: tuple, m: int, ind: bool):
     """(name, source) of the CPU GEMV of ``m`` x rows (one work-item per W row)."""
-    p = " " * 8
     decl = "    float16 " + ", ".join(f"a{r} = 0.0f, b{r} = 0.0f" for r in range(m)) + ";"
-    step = "\n".join(f"{p}a{r} = fma(vload16(0, x{r} + 32 * g), w0, a{r}); "
-                     f"b{r} = fma(vload16(1, x{r} + 32 * g), w1, b{r});" for r in range(m))
+
+    def step(off: str, pad: str) -> str:
+        return "\n".join(f"{pad}a{r} = fma(vload16(0, x{r} + {off}), w0, a{r}); "
+                         f"b{r} = fma(vload16(1, x{r} + {off}), w1, b{r});" for r in range(m))
     store = "\n".join(f"    out[QROW({r}) * n + j] = rlx_qd_hsum(a{r} + b{r});"
                       for r in range(m))
-    body = _GEMV_CPU.substitute(args=_ARGS, xptrs=_xrows(m), decl=decl, step=step,
-                                store=store)
-    return _finish("qmv_cpu", dec, geometry, {"QM": m, "QIND": int(ind)}, body)
+    body = _GEMV_CPU.substitute(args=_ARGS, xptrs=_xrows(m), decl=decl, store=store,
+                                bstep=step("xo + 32 * s", " " * 16),
+                                fstep=step("32 * g", " " * 12))
+    return _finish("qmv_cpu", dec, geometry, {"QM": m, "QIND": int(ind)}, body, True)
 
 
 def gemv_gpu(dec: Decoder, geometry: tuple, m: int, ind: bool, local: int):
@@ -253,26 +301,27 @@ def gemv_gpu(dec: Decoder, geometry: tuple, m: int, ind: bool, local: int):
     store = "\n".join(f"        out[QROW({r}) * n + j] = red[{r} * QL];" for r in range(m))
     body = _GEMV_GPU.substitute(args=_ARGS, xptrs=_xrows(m), decl=decl, step=step,
                                 spill=spill, store=store)
-    return _finish("qmv_gpu", dec, geometry, {"QM": m, "QL": local, "QIND": int(ind)}, body)
+    return _finish("qmv_gpu", dec, geometry, {"QM": m, "QL": local, "QIND": int(ind)}, body,
+                   False)
 
 
 def pack_cpu(dec: Decoder, geometry: tuple, lanes: int, ind: bool):
     """(name, source) of the x panel packer of the CPU tiled kernel (k-major, zero-padded)."""
     body = _PACK_CPU.substitute(v=lanes)
-    return _finish("qpack_cpu", dec, geometry, {"QV": lanes, "QIND": int(ind)}, body)
+    return _finish("qpack_cpu", dec, geometry, {"QV": lanes, "QIND": int(ind)}, body, True)
 
 
-def tiled_cpu(dec: Decoder, geometry: tuple, lanes: int, tn: int, ind: bool):
-    """(name, source) of the CPU tiled product: ``tn`` W rows × ``lanes`` x rows per item."""
-    vt, p = f"float{lanes}", " " * 12
-    decl = f"    {vt} " + ", ".join(f"c{t} = 0.0f" for t in range(tn)) + ";"
-    step = "\n".join(f"{p}c{t} = fma(xv, ({vt})wt[{32 * t} + kk], c{t});" for t in range(tn))
-    store = "\n".join(
-        f"    if (j0 + {t} < n) {{ vstore{lanes}(c{t}, 0, lane); "
-        f"for (int l = 0; l < QV && mb + l < m; l++) out[QROW(mb + l) * n + j0 + {t}] "
-        f"= lane[l]; }}" for t in range(tn))
-    body = _TILED_CPU.substitute(vt=vt, v=lanes, decl=decl, step=step, store=store)
-    return _finish("qmm_cpu", dec, geometry, {"QV": lanes, "QTN": tn, "QIND": int(ind)}, body)
+def tiled_cpu(dec: Decoder, geometry: tuple, lanes: int, tn: int, panels: int, ind: bool):
+    """(name, source) of the CPU tiled product: ``tn`` W rows × up to ``panels`` panels of
+    ``lanes`` x rows per work-item, k in chunks of QKC (a multiple of every block size)."""
+    vt, p = f"float{lanes}", " " * 16
+    cells = range(tn)
+    load = "\n".join(f"            {vt} c{t} = vload{lanes}({t}, ap);" for t in cells)
+    step = "\n".join(f"{p}c{t} = fma(xv, ({vt})wt[{t} * QKC + kk], c{t});" for t in cells)
+    save = "\n".join(f"            vstore{lanes}(c{t}, {t}, ap);" for t in cells)
+    body = _TILED_CPU.substitute(vt=vt, v=lanes, load=load, step=step, save=save)
+    defs = {"QV": lanes, "QTN": tn, "QP": panels, "QKC": QKC, "QIND": int(ind)}
+    return _finish("qmm_cpu", dec, geometry, defs, body, True)
 
 
 def tiled_gpu(dec: Decoder, geometry: tuple, local: int, reg: int, ind: bool):
@@ -292,16 +341,16 @@ def tiled_gpu(dec: Decoder, geometry: tuple, local: int, reg: int, ind: bool):
         for i, j in cells)
     body = _TILED_GPU.substitute(args=_ARGS, decl=decl, step="\n".join(step), store=store)
     defs = {"QL": local, "QT": local * reg, "QIND": int(ind)}
-    return _finish("qmm_gpu", dec, geometry, defs, body)
+    return _finish("qmm_gpu", dec, geometry, defs, body, False)
 
 
-def straddle(dec: Decoder, geometry: tuple, ind: bool):
+def straddle(dec: Decoder, geometry: tuple, ind: bool, soft: bool):
     """(name, source) of the product for k not a multiple of 32 (scalar)."""
     return _finish("qmm_any", dec, geometry, {"QIND": int(ind)},
-                   _STRADDLE.substitute(args=_ARGS))
+                   _STRADDLE.substitute(args=_ARGS), soft)
 
 
-def dequant(dec: Decoder, geometry: tuple, moe: bool):
+def dequant(dec: Decoder, geometry: tuple, moe: bool, soft: bool):
     """(name, source) of packed -> f32 (``moe``: each expert slab transposed to [k, n])."""
     return _finish("qdq", dec, geometry, {"QMOE": int(moe), "QIND": 0},
-                   _DEQUANT.substitute())
+                   _DEQUANT.substitute(), soft)

@@ -11,7 +11,7 @@ and element counts are checked on the host before anything is enqueued, so no ke
 reads outside a buffer. Paths (``_quant_kernels_src``): GEMV for at most GEMV_ROWS x rows,
 tiled for more, the scalar kernel when k is not a multiple of 32; GPU-style or CPU-style
 kernels as ``gpu_style`` says. No f32 copy of W is made: the CPU tiled path's only scratch
-is its k-major x panels, packed a chunk at a time within a sixteenth of the operands.
+is its k-major x panels, packed a chunk at a time within a twelfth of the operands.
 """
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ from .launch import bind_nd, round_up, scalar
 
 GEMV_ROWS = 4                # at most this many x rows: the GEMV kernels
 GPU_REG = 4                  # GPU tiled kernel: QR × QR outputs per work-item
-SCRATCH_SHARE = 16           # CPU tiled: x panels within 1/16 of the operands' bytes
+SCRATCH_SHARE = 12           # CPU tiled: x panels within 1/12 of the operands' bytes
+MAX_PANELS = 8               # CPU tiled: x panels one work-item multiplies per decode
 
 
 def geometry(scheme):
@@ -102,7 +103,7 @@ class Product:
         if max_rows * n == 0:
             return
         if k % 32:
-            self.any = self._ref(src.straddle(dec, geo, indirect))
+            self.any = self._ref(src.straddle(dec, geo, indirect, not self.gpu))
             return
         for c in (c for c in counts if 0 < c <= GEMV_ROWS):
             self.gemv[c] = self._ref(
@@ -115,10 +116,10 @@ class Product:
             else:
                 self.lanes = cpu_lanes(dev)
                 self.tn = 16 if self.lanes >= 16 else 8
+                self._plan_panels()
                 self.pack = self._ref(src.pack_cpu(dec, geo, self.lanes, indirect))
                 self.tiled = self._ref(src.tiled_cpu(dec, geo, self.lanes, self.tn,
-                                                     indirect))
-                self._plan_panels()
+                                                     self.chunk, indirect))
 
     def _ref(self, named: tuple):
         name, source = named
@@ -132,7 +133,7 @@ class Product:
         self.panel_bytes = self.lanes * self.k * 4
         operands = (self.max_rows * (self.k + self.n)) * 4 + self.slab
         cap = max(1, operands // SCRATCH_SHARE // max(self.panel_bytes, 1))
-        self.chunk = min(cap, -(-self.max_rows // self.lanes))
+        self.chunk = min(cap, MAX_PANELS, -(-self.max_rows // self.lanes))
         self.scratch = scratch(self.ctx)
         self.scratch.need(self.chunk * self.panel_bytes)
 
@@ -167,8 +168,8 @@ class Product:
                          scalar(count, "int"), scalar(k, "int"), scalar(p0, "int")]
             out_specs.append((self.pack, (round_up(k, lp), np_), (lp, 1), pack_args))
             mm_args = [out.buf, buf, packed.buf, scalar(w_off), (rows or x).buf,
-                       scalar(r0, "int")] + dims + [scalar(p0, "int")]
-            out_specs.append((self.tiled, (-(-n // self.tn), np_), (1, 1), mm_args))
+                       scalar(r0, "int")] + dims + [scalar(p0, "int"), scalar(np_, "int")]
+            out_specs.append((self.tiled, (-(-n // self.tn),), (1,), mm_args))
         return out_specs
 
 
@@ -226,7 +227,8 @@ class QuantDequant:
             self.slab_elems = max(num_elements, 1)
             self.nbytes = num_elements // bs * bb
         self.moe, self.num_elements = moe, num_elements
-        name_src = src.dequant(self.dec, self.geo, moe is not None)
+        name_src = src.dequant(self.dec, self.geo, moe is not None,
+                               not rc.gpu_style(ctx.device))
         self.ref = ctx.kernel(name_src[1], name_src[0])
 
     def bind(self, out, packed):
