@@ -180,8 +180,8 @@ _BODIES = {
     "IQ4_NL": (32, 18, """
     const float d = rlx_qd_half(b);
     const uchar16 q = vload16(0, b + 2);
-    *w0 = d * convert_float16(shuffle(RLX_QD_IQ4, q & (uchar)15));
-    *w1 = d * convert_float16(shuffle(RLX_QD_IQ4, q >> (uchar)4));
+    *w0 = d * convert_float16(rlx_qd_lut(RLX_QD_IQ4, q & (uchar)15));
+    *w1 = d * convert_float16(rlx_qd_lut(RLX_QD_IQ4, q >> (uchar)4));
 """),
     # d, 16 high scale bits (2 per 32 elements), 4 bytes of low scale nibbles, 128 bytes
     "IQ4_XS": (256, 136, """
@@ -195,8 +195,8 @@ _BODIES = {
     float dl;
     RLX_QD_LANE(8, d8, s, dl)
     const uchar16 q = vload16(0, b + 8 + 16 * s);
-    *w0 = dl * convert_float16(shuffle(RLX_QD_IQ4, q & (uchar)15));
-    *w1 = dl * convert_float16(shuffle(RLX_QD_IQ4, q >> (uchar)4));
+    *w0 = dl * convert_float16(rlx_qd_lut(RLX_QD_IQ4, q & (uchar)15));
+    *w1 = dl * convert_float16(rlx_qd_lut(RLX_QD_IQ4, q >> (uchar)4));
 """),
     # 48 bytes of 5 base-3 digits each, 4 bytes of 4 digits, d; digit n of byte q is
     # ((q * 3^n mod 256) * 3) >> 8. Elements 0..159: the first 32 bytes, digit n = e / 32;
@@ -236,10 +236,22 @@ _BODIES = {
     const uint e = b[0];
     const float d = as_float(e < 2u ? (0x00200000u << e) : ((e - 1u) << 23));
     const uchar16 q = vload16(0, b + 1);
-    *w0 = d * convert_float16(shuffle(RLX_QD_MXFP4, q & (uchar)15));
-    *w1 = d * convert_float16(shuffle(RLX_QD_MXFP4, q >> (uchar)4));
+    *w0 = d * convert_float16(rlx_qd_lut(RLX_QD_MXFP4, q & (uchar)15));
+    *w1 = d * convert_float16(rlx_qd_lut(RLX_QD_MXFP4, q >> (uchar)4));
 """),
 }
+
+# value tables the formats define (ggml's kvalues_iq4nl, and e2m1 doubled for MXFP4)
+_IQ4 = (-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113)
+_MXFP4 = (0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12)
+
+
+def _packed(values) -> str:
+    """16 signed bytes as a uint4 literal, 4 little-endian bytes per component."""
+    raw = bytes(v & 0xFF for v in values)
+    words = [int.from_bytes(raw[i:i + 4], "little") for i in range(0, 16, 4)]
+    return "((uint4)(" + ", ".join(f"0x{w:08x}u" for w in words) + "))"
+
 
 # helpers some decoders share (each behind its own guard)
 _HELPERS = {
@@ -267,9 +279,21 @@ RLX_INLINE void rlx_qd_k4sm(__global const uchar* p, float d, float dm, float8* 
     *ms = dm * convert_float8(mn);
 }
 """),
-    "IQ4": ("RLX_QD_IQ4_TAB", """
-#define RLX_QD_IQ4 ((char16)(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, \\
-                             69, 89, 113))
+    "IQ4": ("RLX_QD_IQ4_TAB", f"""
+/* IQ4_NL's 16 levels {_IQ4}, as little-endian bytes */
+#define RLX_QD_IQ4 {_packed(_IQ4)}
+"""),
+    "LUT": ("RLX_QD_LUT", """
+RLX_INLINE int16 rlx_qd_lut(uint4 tab, uchar16 i) {
+    /* entry i of 16 signed bytes packed in 4 uints: select the uint by the two high bits
+       of i (select() reads each mask lane's top bit), then shift its byte to the top and
+       back down with the sign (a vector shuffle by a variable index is slow on CPUs) */
+    const uint16 u = convert_uint16(i);
+    const uint16 lo = select((uint16)tab.x, (uint16)tab.y, u << 29);
+    const uint16 hi = select((uint16)tab.z, (uint16)tab.w, u << 29);
+    const uint16 t = select(lo, hi, u << 28);
+    return as_int16(t << (24u - ((u & 3u) << 3))) >> 24;
+}
 """),
     "TQ": ("RLX_QD_TRIT", """
 #define RLX_QD_POW3(n) ((uchar)((n) == 0 ? 1 : (n) == 1 ? 3 : (n) == 2 ? 9 : (n) == 3 ? 27 : 81))
@@ -278,12 +302,13 @@ RLX_INLINE float16 rlx_qd_trit(uchar16 q, uchar16 p, float d) {
     return d * convert_float16(convert_int16((t * (ushort)3) >> (ushort)8) - 1);
 }
 """),
-    "MXFP4": ("RLX_QD_MXFP4_TAB", """
-#define RLX_QD_MXFP4 ((char16)(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12))
+    "MXFP4": ("RLX_QD_MXFP4_TAB", f"""
+/* MXFP4's e2m1 values doubled {_MXFP4}, as little-endian bytes */
+#define RLX_QD_MXFP4 {_packed(_MXFP4)}
 """),
 }
-_NEEDS = {"Q3_K": ("Q3_K",), "Q4_K": ("Q4_K",), "Q5_K": ("Q4_K",), "IQ4_NL": ("IQ4",),
-          "IQ4_XS": ("IQ4",), "TQ1_0": ("TQ",), "MXFP4": ("MXFP4",)}
+_NEEDS = {"Q3_K": ("Q3_K",), "Q4_K": ("Q4_K",), "Q5_K": ("Q4_K",), "IQ4_NL": ("IQ4", "LUT"),
+          "IQ4_XS": ("IQ4", "LUT"), "TQ1_0": ("TQ",), "MXFP4": ("MXFP4", "LUT")}
 
 
 @dataclass(frozen=True)

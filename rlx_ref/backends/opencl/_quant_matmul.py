@@ -197,10 +197,12 @@ class QuantMatMul:
         check_array(f"{p.name} DequantMatMul output", out, self.m * self.n, "float32")
         launches = [bind_nd(ref, self.queue, g, l, a)
                     for ref, g, l, a in p.specs(out, x, packed, None, 0, self.m, 0)]
+        held = (self, out, x, packed)   # kernel arguments do not keep buffers alive
 
         def launch():
             for go in launches:
                 go()
+        launch.held = held
         return launch
 
 
@@ -239,7 +241,12 @@ class QuantDequant:
         lsz = rc.wg_size(self.ctx.device, 64)
         args = [out.buf, packed.buf, scalar(0), scalar(nsub), scalar(self.slab_elems),
                 scalar(k, "int"), scalar(n, "int")]
-        return bind_nd(self.ref, self.ctx.queue, (round_up(nsub, lsz),), (lsz,), args)
+        go = bind_nd(self.ref, self.ctx.queue, (round_up(nsub, lsz),), (lsz,), args)
+
+        def launch():
+            go()
+        launch.held = (self, out, packed)   # kernel arguments keep no buffer alive
+        return launch
 
 
 def expected_bytes(scheme, shape: tuple) -> int:
