@@ -13,7 +13,7 @@ import numpy as np
 
 from ...quant import QuantError
 from . import memory
-from ._quant_matmul import Product, check_array
+from ._quant_matmul import Product, check_array, geometry, slab_bytes
 
 
 def sort_tokens(expert_idx, num_experts: int) -> tuple[np.ndarray, np.ndarray]:
@@ -42,8 +42,10 @@ class QuantGroupedMatMul:
             raise QuantError(f"DequantGroupedMatMul needs at least one expert, got "
                              f"{num_experts}")
         self.ctx, self.m, self.n, self.k, self.experts = ctx, m, n, k, num_experts
-        self.product = Product(ctx, scheme, m, n, k, indirect=True,
-                               counts=range(1, m + 1))
+        dec, geo = geometry(scheme)
+        slab = slab_bytes(dec.name, geo, n, k)
+        self.product = Product(ctx, scheme, m, n, k, indirect=True, counts=range(1, m + 1),
+                               packed_bytes=num_experts * slab)
         self.last_offsets = None           # the latest run's expert offsets (reports)
 
     def bind(self, out, x, packed, expert_idx):

@@ -28,6 +28,7 @@ from .launch import bind_nd, round_up, scalar
 GEMV_ROWS = 4                # at most this many x rows: the GEMV kernels
 GPU_REG = 4                  # GPU tiled kernel: QR × QR outputs per work-item
 SCRATCH_SHARE = 12           # CPU tiled: x panels within 1/12 of the operands' bytes
+SCRATCH_FLOOR = 0            # CPU tiled: scratch allowed whatever the operands (tests)
 MAX_PANELS = 8               # CPU tiled: x panels one work-item multiplies per decode
 
 
@@ -91,11 +92,12 @@ class Product:
     product binds them once, the grouped one per expert and run."""
 
     def __init__(self, ctx, scheme, max_rows: int, n: int, k: int, indirect: bool = False,
-                 counts=None):
+                 counts=None, packed_bytes: int | None = None):
         self.ctx, self.n, self.k, self.max_rows = ctx, n, k, max_rows
         self.dec, self.geo = geometry(scheme)
         self.name = self.dec.name
         self.slab = slab_bytes(self.name, self.geo, n, k)
+        self.packed_bytes = self.slab if packed_bytes is None else packed_bytes
         self.gpu = rc.gpu_style(ctx.device)
         dev, dec, geo = ctx.device, self.dec, self.geo
         counts = sorted(set(counts if counts is not None else [max_rows]))
@@ -105,10 +107,7 @@ class Product:
         if k % 32:
             self.any = self._ref(src.straddle(dec, geo, indirect, not self.gpu))
             return
-        for c in (c for c in counts if 0 < c <= GEMV_ROWS):
-            self.gemv[c] = self._ref(
-                src.gemv_gpu(dec, geo, c, indirect, self._gemv_local()) if self.gpu
-                else src.gemv_cpu(dec, geo, c, indirect))
+        gemv = {c for c in counts if 0 < c <= GEMV_ROWS}
         if any(c > GEMV_ROWS for c in counts):
             if self.gpu:
                 self.L = gpu_local(dev)
@@ -117,9 +116,16 @@ class Product:
                 self.lanes = cpu_lanes(dev)
                 self.tn = 16 if self.lanes >= 16 else 8
                 self._plan_panels()
-                self.pack = self._ref(src.pack_cpu(dec, geo, self.lanes, indirect))
-                self.tiled = self._ref(src.tiled_cpu(dec, geo, self.lanes, self.tn,
-                                                     self.chunk, indirect))
+                if self.chunk:
+                    self.pack = self._ref(src.pack_cpu(dec, geo, self.lanes, indirect))
+                    self.tiled = self._ref(src.tiled_cpu(dec, geo, self.lanes, self.tn,
+                                                         self.chunk, indirect))
+            if self.tiled is None:      # GEMV over groups of rows (see _plan_panels)
+                gemv |= {GEMV_ROWS} | {c % GEMV_ROWS for c in counts if c % GEMV_ROWS}
+        for c in sorted(gemv):
+            self.gemv[c] = self._ref(
+                src.gemv_gpu(dec, geo, c, indirect, self._gemv_local()) if self.gpu
+                else src.gemv_cpu(dec, geo, c, indirect))
 
     def _ref(self, named: tuple):
         name, source = named
@@ -129,13 +135,17 @@ class Product:
         return rc.wg_size(self.ctx.device, 128)
 
     def _plan_panels(self) -> None:
-        """Panels per chunk of the CPU tiled path, and the scratch they take."""
+        """Panels per chunk of the CPU tiled path and the scratch they take: within the
+        share of the operands' bytes. Where not even one panel fits (a small weight beside
+        many rows), chunk is 0 and the GEMV kernels run over groups of rows instead."""
         self.panel_bytes = self.lanes * self.k * 4
-        operands = (self.max_rows * (self.k + self.n)) * 4 + self.slab
-        cap = max(1, operands // SCRATCH_SHARE // max(self.panel_bytes, 1))
+        operands = (self.max_rows * (self.k + self.n)) * 4 + self.packed_bytes
+        budget = max(operands // SCRATCH_SHARE, SCRATCH_FLOOR)
+        cap = budget // max(self.panel_bytes, 1)
         self.chunk = min(cap, MAX_PANELS, -(-self.max_rows // self.lanes))
-        self.scratch = scratch(self.ctx)
-        self.scratch.need(self.chunk * self.panel_bytes)
+        if self.chunk:
+            self.scratch = scratch(self.ctx)
+            self.scratch.need(self.chunk * self.panel_bytes)
 
     def specs(self, out, x, packed, rows, r0: int, count: int, w_off: int) -> list:
         """(kernel ref, global size, local size, args) of rows r0 .. r0+count."""
@@ -154,7 +164,11 @@ class Product:
             lsz = rc.cpu_local(dev, n)
             return [(self.gemv[count], (round_up(n, lsz),), (lsz,), head + dims[1:])]
         if self.tiled is None:
-            raise QuantError(f"{self.name}: no kernel was planned for {count} rows")
+            if GEMV_ROWS not in self.gemv:
+                raise QuantError(f"{self.name}: no kernel was planned for {count} rows")
+            return [spec for g0 in range(0, count, GEMV_ROWS)
+                    for spec in self.specs(out, x, packed, rows, r0 + g0,
+                                           min(GEMV_ROWS, count - g0), w_off)]
         if self.gpu:
             L, qt = self.L, self.L * GPU_REG
             gsz = (-(-n // qt) * L, -(-count // qt) * L)
@@ -187,7 +201,9 @@ class QuantMatMul:
         p = self.product
         if self.m * self.n == 0:
             return "empty"
-        return "straddle" if p.any else ("gemv" if self.m in p.gemv else "tiled")
+        if p.any:
+            return "straddle"
+        return "gemv" if self.m in p.gemv else ("tiled" if p.tiled else "gemv-groups")
 
     def bind(self, out, x, packed):
         """The launcher; sizes are checked here, before anything is enqueued."""
