@@ -277,3 +277,28 @@ def test_every_f16_scale_decodes_exactly(style):
     finite = ~np.isnan(want)
     np.testing.assert_array_equal(got[finite, 0].view(np.uint32), want[finite].view(np.uint32))
     assert np.isnan(got[~finite]).all()
+
+
+def test_empty_operands_and_device_resident_results():
+    assert quant_ops.dequant(None, np.zeros(0, np.uint8), "Q4_K").shape == (0,)
+    got = quant_ops.dequant_matmul(None, np.zeros((0, 64), np.float32),
+                                   np.zeros(72, np.uint8), 2, "Q4_0")
+    assert got.shape == (0, 2)
+    ctx = quant_ops.standalone_ctx(None)
+    rng = np.random.default_rng(9)
+    packed = random_blocks(rng, "Q8_0", 8)
+    x = rng.standard_normal((2, 128)).astype(np.float32)
+    up = lambda a: memory.upload(ctx.program.context, ctx.queue, a)
+    res = quant_ops.dequant_matmul(ctx, up(x), up(packed), 2, "Q8_0")
+    assert isinstance(res, memory.DevArray) and res.shape == (2, 2)
+    _check_product(res.get(ctx.queue), x, reference_dequant("Q8_0", packed).reshape(2, 128),
+                   "device-resident")
+
+
+def test_one_context_serves_many_calls():
+    ctx = quant_ops.standalone_ctx(None)
+    rng = np.random.default_rng(4)
+    for name in ("Q4_0", "Q4_K", "Q4_0"):
+        packed = random_blocks(rng, name, 2)
+        got = quant_ops.dequant(ctx, packed, name)
+        np.testing.assert_array_equal(got, reference_dequant(name, packed))

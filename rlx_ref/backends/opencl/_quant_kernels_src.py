@@ -7,12 +7,16 @@ not k is a multiple of the block size (a 256-element block may straddle two rows
 sub-blocks do not). So every kernel but the last walks flat sub-block indices g, block
 ``g >> QNSL`` and sub-block ``g & (QNS - 1)``:
 
-- gemv_cpu: one work-item per W row, QM (≤ 4) x rows, float16 accumulators;
+- gemv_cpu: one work-item per W row, QM (≤ 4) x rows, float16 accumulators; rows of
+  whole blocks walk block by block with constant sub-block indices, so a block's scales
+  are unpacked once;
 - gemv_gpu: one work-group per W row, its work-items striding over the row's sub-blocks,
   partial sums reduced in local memory;
-- tiled_cpu: a work-item owns QTN W rows × QV x rows (a vector lane per x row, from a
-  panel that ``pack_cpu`` wrote k-major); each sub-block of its W rows is decoded once into
-  private memory and multiplied with all QV rows (a weight block is decoded once per panel);
+- tiled_cpu: a work-item owns QTN W rows and every x panel of a chunk (QV x rows per
+  panel, a vector lane per row, written k-major by ``pack_cpu``): each QKC-long piece of
+  its W rows is decoded once into private memory, then multiplied with every panel by an
+  outer-product step (one x vector load, QTN FMAs with the weight broadcast from memory),
+  so a weight block is decoded once per chunk of up to QP·QV x rows;
 - tiled_gpu: a QL × QL work-group decodes QT W rows' sub-block into local memory once,
   loads QT x rows beside it, and each work-item keeps a QR × QR register tile;
 - straddle: k not a multiple of 32 (sub-blocks straddle rows): scalar, 4 x rows per item;

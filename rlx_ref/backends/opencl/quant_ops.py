@@ -27,8 +27,8 @@ from .program import ProgramBuilder
 
 def standalone_ctx(device=None) -> LowerCtx:
     """A LowerCtx (device, a fresh program, queue) outside any graph."""
-    if isinstance(device, LowerCtx):
-        return device
+    if isinstance(device, LowerCtx):            # its device and queue, a program of our own
+        device = (device.device, device.program.context, device.queue)
     if isinstance(device, tuple) and len(device) == 3:
         info, context, queue = device
     elif hasattr(device, "_device") and hasattr(device, "kernels"):     # OpenCLBackend
