@@ -36,8 +36,16 @@ RLX_INLINE float rlx_qd_hsum(float16 v) {
 #define RLX_QD_HI(q) convert_int16((q) >> (uchar)4)
 /* the two halves of a 32-byte run of quants */
 #define RLX_QD_RUN(p, a, b) const uchar16 a = vload16(0, (p)), b = vload16(1, (p))
-/* lane i of a vector of per-sub-block scales (a constant i folds to a register lane) */
-#define RLX_QD_LANE(n, v, i, out) { float t_[n]; vstore##n((v), 0, t_); out = t_[i]; }
+/* lane i of a vector of per-sub-block scales: selects, which fold to the lane when i is a
+   constant (a private array in between kept the compiler from sharing one block's scale
+   work among its sub-blocks) */
+#define RLX_QD_SEL8(v, i) ((i) < 4 ? ((i) < 2 ? ((i) == 0 ? (v).s0 : (v).s1) \
+                                             : ((i) == 2 ? (v).s2 : (v).s3)) \
+                                   : ((i) < 6 ? ((i) == 4 ? (v).s4 : (v).s5) \
+                                             : ((i) == 6 ? (v).s6 : (v).s7)))
+#define RLX_QD_LANE16(v, i, out) \
+    { out = (i) < 8 ? RLX_QD_SEL8((v).lo, (i)) : RLX_QD_SEL8((v).hi, (i) - 8); }
+#define RLX_QD_LANE8(v, i, out) { out = RLX_QD_SEL8((v), (i)); }
 #endif
 """
 
@@ -106,8 +114,8 @@ _BODIES = {
     const float16 dl = d * convert_float16(sc & (uchar)15);
     const float16 ml = dm * convert_float16(sc >> (uchar)4);
     float da, db, ma, mb;
-    RLX_QD_LANE(16, dl, 2 * s, da) RLX_QD_LANE(16, dl, 2 * s + 1, db)
-    RLX_QD_LANE(16, ml, 2 * s, ma) RLX_QD_LANE(16, ml, 2 * s + 1, mb)
+    RLX_QD_LANE16(dl, 2 * s, da) RLX_QD_LANE16(dl, 2 * s + 1, db)
+    RLX_QD_LANE16(ml, 2 * s, ma) RLX_QD_LANE16(ml, 2 * s + 1, mb)
     RLX_QD_RUN(b + 16 + 32 * (s >> 2), qa, qb);
     const uchar sh = (uchar)(2 * (s & 3));
     *w0 = da * convert_float16((qa >> sh) & (uchar)3) - ma;
@@ -118,7 +126,7 @@ _BODIES = {
     "Q3_K": (256, 110, """
     const float16 dl = rlx_qd_half(b + 108) * convert_float16(rlx_qd_q3s(b + 96));
     float da, db;
-    RLX_QD_LANE(16, dl, 2 * s, da) RLX_QD_LANE(16, dl, 2 * s + 1, db)
+    RLX_QD_LANE16(dl, 2 * s, da) RLX_QD_LANE16(dl, 2 * s + 1, db)
     RLX_QD_RUN(b + 32 + 32 * (s >> 2), la, lb);
     RLX_QD_RUN(b, ha, hb);
     const uchar sh = (uchar)(2 * (s & 3)), hs = (uchar)s;
@@ -134,7 +142,7 @@ _BODIES = {
     float8 d8, m8;
     rlx_qd_k4sm(b + 4, rlx_qd_half(b), rlx_qd_half(b + 2), &d8, &m8);
     float ds, ms;
-    RLX_QD_LANE(8, d8, s, ds) RLX_QD_LANE(8, m8, s, ms)
+    RLX_QD_LANE8(d8, s, ds) RLX_QD_LANE8(m8, s, ms)
     RLX_QD_RUN(b + 16 + 32 * (s >> 1), qa, qb);
     const uchar sh = (uchar)(4 * (s & 1));
     *w0 = ds * convert_float16((qa >> sh) & (uchar)15) - ms;
@@ -145,7 +153,7 @@ _BODIES = {
     float8 d8, m8;
     rlx_qd_k4sm(b + 4, rlx_qd_half(b), rlx_qd_half(b + 2), &d8, &m8);
     float ds, ms;
-    RLX_QD_LANE(8, d8, s, ds) RLX_QD_LANE(8, m8, s, ms)
+    RLX_QD_LANE8(d8, s, ds) RLX_QD_LANE8(m8, s, ms)
     RLX_QD_RUN(b + 48 + 32 * (s >> 1), qa, qb);
     RLX_QD_RUN(b + 16, ha, hb);
     const uchar sh = (uchar)(4 * (s & 1)), hs = (uchar)s;
@@ -160,7 +168,7 @@ _BODIES = {
     const float16 dl = rlx_qd_half(b + 208)
                        * convert_float16(vload16(0, (__global const char*)(b + 192)));
     float da, db;
-    RLX_QD_LANE(16, dl, 2 * s, da) RLX_QD_LANE(16, dl, 2 * s + 1, db)
+    RLX_QD_LANE16(dl, 2 * s, da) RLX_QD_LANE16(dl, 2 * s + 1, db)
     const int h = s >> 2, r = s & 3;
     RLX_QD_RUN(b + 64 * h + 32 * (r & 1), la, lb);
     RLX_QD_RUN(b + 128 + 32 * h, ha, hb);
@@ -193,7 +201,7 @@ _BODIES = {
     const float8 d8 = rlx_qd_half(b) * convert_float8((convert_int8(lo)
                                                       | convert_int8(hi << 4u)) - 32);
     float dl;
-    RLX_QD_LANE(8, d8, s, dl)
+    RLX_QD_LANE8(d8, s, dl)
     const uchar16 q = vload16(0, b + 8 + 16 * s);
     *w0 = dl * convert_float16(rlx_qd_lut(RLX_QD_IQ4, q & (uchar)15));
     *w1 = dl * convert_float16(rlx_qd_lut(RLX_QD_IQ4, q >> (uchar)4));
