@@ -302,3 +302,34 @@ def test_one_context_serves_many_calls():
         packed = random_blocks(rng, name, 2)
         got = quant_ops.dequant(ctx, packed, name)
         np.testing.assert_array_equal(got, reference_dequant(name, packed))
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_many_schemes_and_paths_share_one_program(style):
+    # a graph's program holds every node's kernels: decoders behind include guards, each
+    # kernel's defines undone after it
+    ctx = quant_ops.standalone_ctx(_device(style))
+    rng = np.random.default_rng(12)
+    up = lambda a: memory.upload(ctx.program.context, ctx.queue, a)
+    shapes = [("Q4_0", 1, 64, 8), ("Q4_K", 20, 256, 4), ("Q8_0", 3, 48, 2), ("Q4_0", 6, 96, 5),
+              ("Q6_K", 2, 512, 3), ("Q4_K", 1, 256, 4)]
+    plans, data = [], []
+    for name, m, k, n in shapes:
+        plans.append(QuantMatMul(ctx, name, m, n, k))
+        packed = random_blocks(rng, name, n * k // geometry(name)[0])
+        x = rng.standard_normal((m, k)).astype(np.float32)
+        data.append((x, packed, up(np.zeros(m * n, np.float32))))
+    dq = _quant_matmul.QuantDequant(ctx, "Q5_K", 512)
+    dq_packed = random_blocks(rng, "Q5_K", 2, wide=True)
+    dq_out = up(np.zeros(512, np.float32))
+    launches = [p.bind(out, up(x.reshape(-1)), up(packed))
+                for p, (x, packed, out) in zip(plans, data)]
+    launches.append(dq.bind(dq_out, up(dq_packed)))
+    for go in launches:
+        go()
+    for (name, m, k, n), (x, packed, out) in zip(shapes, data):
+        w = reference_dequant(name, packed).reshape(n, k)
+        _check_product(out.get(ctx.queue).reshape(m, n), x, w, f"{name} {m}x{k}x{n}")
+    with np.errstate(all="ignore"):
+        want = reference_dequant("Q5_K", dq_packed)
+    np.testing.assert_array_equal(dq_out.get(ctx.queue).view(np.uint32), want.view(np.uint32))
