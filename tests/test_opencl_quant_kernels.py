@@ -333,3 +333,14 @@ def test_many_schemes_and_paths_share_one_program(style):
     with np.errstate(all="ignore"):
         want = reference_dequant("Q5_K", dq_packed)
     np.testing.assert_array_equal(dq_out.get(ctx.queue).view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("style", PATHS, indirect=True)
+@pytest.mark.parametrize("m", [1, 3, 40])
+def test_k_zero_writes_zeros(style, m):
+    ctx = quant_ops.standalone_ctx(_device(style))
+    up = lambda a: memory.upload(ctx.program.context, ctx.queue, a)
+    out = up(np.full(m * 3, 7.0, np.float32))
+    plan = QuantMatMul(ctx, "Q4_K", m, 3, 0)
+    plan.bind(out, up(np.zeros(m * 0, np.float32)), up(np.zeros(0, np.uint8)))()
+    assert (out.get(ctx.queue) == 0).all()
