@@ -68,7 +68,8 @@ def test_quantize_then_dequantize_is_within_half_a_step():
 
 
 @pytest.mark.parametrize("attrs,shape,dtype,msg", [
-    (QuantAxisAttrs(None, (1.0, 2.0), (0, 0)), (4,), np.float32, "(C2) per-tensor Quantize"),
+    (QuantAxisAttrs(None, (1.0, 2.0), (0, 0)), (4,), np.float32,
+     "(C2) per-tensor Quantize"),
     (QuantAxisAttrs(1, (1.0,), (0,)), (2, 3), np.float32, "needs 3 scales and zero points"),
     (QuantAxisAttrs(2, (1.0,), (0,)), (2, 3), np.float32, "axis 2 is out of range"),
     (QuantAxisAttrs(None, (0.0,), (0,)), (2,), np.float32, "finite and non-zero"),

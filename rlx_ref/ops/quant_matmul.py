@@ -80,9 +80,10 @@ def _check_dequant_matmul(shapes, a, out):
     gguf = S.is_gguf(a.scheme)
     if gguf:
         S.gguf_def(a.scheme, "C1")
+    operands = "(x, packed_w)" if gguf else "(x, w_q, scale, zp)"
     want(len(shapes) == (2 if gguf else 4),
-         f"(C2) DequantMatMul with {S.text(a.scheme)} takes {'(x, packed_w)' if gguf else '(x, w_q, scale, zp)'}, "
-         f"got {len(shapes)} operands")
+         f"(C2) DequantMatMul with {S.text(a.scheme)} takes {operands}, got {len(shapes)} "
+         f"operands")
     x = shapes[0]
     _check_x_out(x, out, "DequantMatMul", "C3")
     k, n = x.dims[-1], out.dims[-1]
