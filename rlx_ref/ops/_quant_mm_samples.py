@@ -73,7 +73,7 @@ def dequant_matmul_samples(rng):
     hand = Sample((np.float32([[1, 2]]), np.int8([[1, -1], [2, 3]]), np.float32([[0.5, 2]]),
                    np.zeros((1, 2), np.float32)), blk("Int8Block", 2), _out(1, 2),
                   tags=("hand", "Int8Block"), expect=np.float32([[2.5, 10]]))
-    out = _gguf_matmul(rng) + [hand]
+    out = [hand] + _gguf_matmul(rng)
     out += [
         Sample((_f32(rng, 3, 64), i8(64, 5), scale(2, 5), np.zeros((2, 5), np.float32)),
                blk("Int8Block", 32), _out(3, 5), tags=("Int8Block",)),
