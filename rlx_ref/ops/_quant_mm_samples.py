@@ -11,7 +11,7 @@ from ..ir.shape import Shape
 from .opdef import Sample
 from .quant_matmul import LoraAttrs, SchemeAttrs
 
-GGUF_SAMPLED = ("GgufQ8_0", "GgufQ4_0", "GgufQ4K")
+GGUF_SAMPLED = ("GgufQ8_0", "GgufQ4_0", "GgufQ4K", "GgufIQ4NL", "GgufMXFP4")
 
 
 def _f32(rng, *shape, scale=1.0):
