@@ -83,9 +83,10 @@ def _ref_quantize(ctx, x):
 def _ref_dequantize(ctx, q):
     scale, zp = _channel_vectors(ctx, q)
     wide = ctx.out_np
-    # q - zp is exact in i64; one rounding for the product (RLX: (q - zp) as f32 * scale)
-    diff = (q.astype(np.int64) - zp).astype(wide)
-    return (diff * scale.astype(wide)).astype(wide)
+    # RLX: `(q - zp) as f32 * scale`. The difference is exact in i64 and its f32 value is
+    # part of the definition (it rounds once |q - zp| > 2**24); then one product rounding.
+    diff = (q.astype(np.int64) - zp).astype(np.float32)
+    return (diff.astype(wide) * scale.astype(wide)).astype(wide)
 
 
 _QUANT_CONSTRAINTS = (
@@ -118,9 +119,9 @@ register(OpDef(
     infer=lambda s, a: Shape(s[0].dims, _F32),
     check=lambda s, a, o: _check_channels(s, a, "Dequantize", _I8, False),
     reference=_ref_dequantize,
-    doc="Inverse of Quantize: `x = (q - zero_point[c]) · scale[c]` in f32, the difference "
-        "taken exactly as an integer and the product rounded once. The output is f32 of q's "
-        "shape.",
+    doc="Inverse of Quantize: `x = f32(q - zero_point[c]) · scale[c]`: the difference taken "
+        "exactly as an integer and converted to f32 (rounding only when it exceeds 2²⁴), "
+        "then one f32 product. The output is f32 of q's shape.",
     constraints=("C1: q is i8; the output is f32 of q's shape.",) + _QUANT_CONSTRAINTS + (
         "C3: every scale is finite.",),
     samples=_lazy_samples("dequantize_samples"), dtypes=(_I8,), accuracy=exact(),
