@@ -278,10 +278,10 @@ def test_bit_stream_unpacking_matches_rlx_extract_bits(bits, nbytes, ncodes):
 
 
 def test_int4_and_int8_asym_layouts():
-    # Int4: flat index p·n + j, low nibble first; 0x21 -> codes 1, 2 (unsigned, zp unused)
+    # Int4: flat index p·n + j, low nibble first, signed (0xF is -1); zp unused
     w = _weight(("Int4Block", {"block_size": 2}), np.uint8([0x21, 0xF3]),
                 np.float32([[0.5, 2.0]]), np.zeros(1, np.float32), 2, 2)
-    np.testing.assert_array_equal(w, np.float32([[0.5, 4], [1.5, 30]]))
+    np.testing.assert_array_equal(w, np.float32([[0.5, 4], [1.5, -2]]))
     w = _weight(("Int8BlockAsym", {"block_size": 1}), np.int8([[5, -5], [0, 127]]),
                 np.float32([[0.5, 1], [2, 0.25]]), np.float32([[1, -1], [-3, 127]]), 2, 2)
     np.testing.assert_array_equal(w, np.float32([[2, -4], [6, 0]]))

@@ -1,12 +1,12 @@
-"""The 4-operand DequantMatMul forms: operand layouts and weight decoding, as RLX's CPU.
+"""The 4-operand DequantMatMul forms: operand layouts and weight decoding.
 
 ``(x, w_q, scale, zp)``: Int8Block, Int8BlockAsym, Int4Block, Fp8E4m3/Fp8E5m2 and
-Nvfp4Block store W as ``[k, n]`` (row-major, codes of column j at ``p*n + j``) with
-block scales ``[ceil(k/block), n]``; the MLX schemes store W as ``[n, k]`` (one packed row
-per output feature) with ``[n, k/group_size]`` group scales. Sources: RLX
-``rlx-cpu/src/thunk/ops/quant.rs`` (int8/int4/fp8/nvfp4 kernels), ``rlx-ir/src/nvfp4.rs``
-and ``rlx-mlx-io`` (MLX affine/mxfp dequant). Every decoder returns W as f32 ``[k, n]``,
-rounded exactly as those kernels round it.
+Nvfp4Block store W as ``[k, n]`` (row-major, codes of column j at ``p*n + j``) with block
+scales ``[ceil(k/block), n]``; their decoding is the scheme records' own
+(``rlx_ref.quant.linear.unpack_linear``, which says where RLX's kernels disagree and which
+reading it follows). The MLX schemes, which have no record, store W as ``[n, k]`` (one
+packed row per output feature) with ``[n, k/group_size]`` group scales, decoded here as
+RLX's ``rlx-mlx-io`` does. Every decoder returns W as f32 ``[k, n]``.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import ml_dtypes
 import numpy as np
 
 from ..ir.dtype import DType
+from ..quant.linear import LINEAR, unpack_linear
 from . import _quant_scheme as S
 from .opdef import OpError, want
 
@@ -50,7 +51,7 @@ def layout(scheme, k: int, n: int, cid: str) -> Layout:
         nb = -(-k // bs) * n
         if name == "Int4Block":
             return Layout(-(-k * n // 2), (_U8,), nb, _F32, None,
-                          "w_q: k*n unsigned nibbles (low nibble first) read as 0..15")
+                          "w_q: k*n signed 4-bit codes (-8..7), low nibble first")
         asym = name == "Int8BlockAsym"
         return Layout(k * n, (_I8, _U8), nb, _F32, nb if asym else None,
                       "w_q: k*n int8 codes" + ("; zp per block" if asym else ""))
@@ -98,12 +99,6 @@ def fp8_values(codes: np.ndarray, e5m2: bool = False) -> np.ndarray:
     return np.asarray(codes, np.uint8).view(t).astype(np.float32)
 
 
-def _nvfp4_scales(codes: np.ndarray) -> np.ndarray:
-    """RLX's fp8_e4m3_scale_to_f32: OCP E4M3, with the NaN code read as a signed zero."""
-    v = fp8_values(codes)
-    return np.where(np.isnan(v), np.copysign(np.float32(0), v), v).astype(np.float32)
-
-
 def _e8m0(codes: np.ndarray) -> np.ndarray:
     """MLX's E8M0 group scale: 2**(s - 127) as f32 (255 gives inf, 0 gives 2**-127)."""
     with np.errstate(over="ignore"):
@@ -111,28 +106,13 @@ def _e8m0(codes: np.ndarray) -> np.ndarray:
 
 
 def weight(scheme, w_q, scale, zp, k: int, n: int) -> np.ndarray:
-    """W as f32 ``[k, n]``, each element rounded as RLX's kernel forms it."""
+    """W as f32 ``[k, n]``, each element rounded as the scheme defines it."""
     name = S.name_of(scheme)
     f32 = np.float32
+    if name in LINEAR:
+        bs = S.field(scheme, "block_size") if not isinstance(scheme, str) else None
+        return unpack_linear(name, w_q, scale, zp, block_size=bs, shape=(k, n))
     s = np.asarray(scale).reshape(-1)
-    if name in ("Int8Block", "Int8BlockAsym", "Int4Block"):
-        bs = S.field(scheme, "block_size")
-        if name == "Int4Block":
-            q = unpack_codes(w_q, 4, k * n).astype(f32).reshape(k, n)
-        else:
-            q = np.asarray(w_q).reshape(-1).view(np.int8).astype(f32).reshape(k, n)
-        rows = np.arange(k) // bs
-        s = s.astype(f32).reshape(-1, n)[rows]
-        if name == "Int8BlockAsym":
-            q = q - np.asarray(zp).reshape(-1).astype(f32).reshape(-1, n)[rows]
-        return q * s
-    if name in ("Fp8E4m3", "Fp8E5m2"):
-        codes = np.asarray(w_q).reshape(k, n)
-        return fp8_values(codes, name == "Fp8E5m2") * s.astype(f32)[None, :]
-    if name == "Nvfp4Block":
-        v = FP4_E2M1[unpack_codes(w_q, 4, k * n)].reshape(k, n)
-        sc = _nvfp4_scales(s).reshape(-1, n)[np.arange(k) // NVFP4_GROUP]
-        return (v * sc) * f32(np.asarray(zp).reshape(-1)[0])
     gs = S.field(scheme, "group_size")
     per_group = np.repeat(np.arange(n * (k // gs)).reshape(n, -1), gs, axis=1)
     if name == "MlxAffine":

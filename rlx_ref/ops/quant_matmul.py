@@ -135,10 +135,11 @@ register(OpDef(
         "the declared output. GGUF schemes take `(x, packed_w)`: the u8 blob holds the GGML "
         "matrix `[N, K]` row-major, blocks along K, so `y = x·dequant(packed)ᵀ`. The other "
         "schemes take `(x, w_q, scale, zp)`: Int8Block `W = q·s`, Int8BlockAsym `(q - zp)·s` "
-        "(q, scale and zp laid out `[K, N]`, `[⌈K/block⌉, N]`), Int4Block `nibble·s` with "
-        "unsigned nibbles (low first, zp unused), Fp8E4m3/Fp8E5m2 `fp8(q)·scale[n]` (zp "
-        "unused), Nvfp4Block `e2m1(q)·e4m3(scale)·zp[0]` (16-element groups along K, zp the "
-        "global scale); MlxAffine `scale·code + bias` and MlxMxfp4/MlxMxfp8 `code·scale` "
+        "(q, scale and zp laid out `[K, N]`, `[⌈K/block⌉, N]`), Int4Block `q·s` with signed "
+        "4-bit codes (low nibble first, zp unused), Fp8E4m3/Fp8E5m2 `fp8(q)·scale[n]` (zp "
+        "unused), Nvfp4Block `(e2m1(q)·e4m3(scale))·zp[0]` (16-element groups along K, zp "
+        "the global scale), as the scheme records in `rlx_ref.quant.linear` define them; "
+        "MlxAffine `scale·code + bias` and MlxMxfp4/MlxMxfp8 `code·scale` "
         "(E8M0, or E4M3 when group_size is 16) store W as `[N, K]` rows of packed codes with "
         "`[N, K/group_size]` scales. Each weight is rounded to f32 as RLX forms it.",
     constraints=("C1: the scheme is one rlx_ref decodes: a GGUF scheme with a quant-scheme "
@@ -157,7 +158,8 @@ register(OpDef(
           "packed weight is an array of its real bytes, so RLX's logical rank-2 `[N, K]` u8 "
           "declaration of a packed weight has no counterpart here. RLX's CPU decodes Fp8E4m3 "
           "with exponent 15 as inf/NaN; rlx_ref reads OCP E4M3 (RLX's ScaledFormat), which "
-          "differs only for |w| >= 256.",
+          "differs only for |w| >= 256; RLX's CPU reads Int4Block nibbles unsigned (0..15) where "
+          "its WGPU kernel and rlx_ref's record read them signed (see the scheme's doc).",
 ))
 
 
