@@ -73,7 +73,8 @@ def test_quantize_then_dequantize_is_within_half_a_step():
     (QuantAxisAttrs(1, (1.0,), (0,)), (2, 3), np.float32, "needs 3 scales and zero points"),
     (QuantAxisAttrs(2, (1.0,), (0,)), (2, 3), np.float32, "axis 2 is out of range"),
     (QuantAxisAttrs(None, (0.0,), (0,)), (2,), np.float32, "finite and non-zero"),
-    (QuantAxisAttrs(None, (1.0,), (0,)), (2,), np.float64, "(C1) Quantize takes a f32 tensor, got f64"),
+    (QuantAxisAttrs(None, (1.0,), (0,)), (2,), np.float64,
+     "(C1) Quantize takes a f32 tensor, got f64"),
 ])
 def test_quantize_verifier_messages(attrs, shape, dtype, msg):
     errs = errors("Quantize", attrs, [np.zeros(shape, dtype)])
