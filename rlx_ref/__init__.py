@@ -18,6 +18,7 @@ from .runtime.session import CompiledGraph, Session, SessionError
 from .ops.opdef import OpDef, all_opdefs as opdefs, get as opdef
 from .ops.custom import register_custom, unregister_custom
 from .autodiff import AutodiffError, grad, grad_with_loss, gradcheck, hvp, jvp, vmap
+from .quant import load_gguf, write_gguf
 
 install_registry_methods(Graph)
 
@@ -29,6 +30,6 @@ __all__ = [
     "verify_or_raise", "InterpretError", "Interpreter", "interpret", "CompiledGraph",
     "Session", "SessionError", "OpDef", "opdefs", "opdef", "register_custom",
     "unregister_custom", "AutodiffError", "grad", "grad_with_loss", "gradcheck", "hvp", "jvp",
-    "vmap",
+    "vmap", "load_gguf", "write_gguf",
     "__version__",
 ]

@@ -284,6 +284,10 @@ def main(argv=None) -> int:
     s = sub.add_parser("variants", help="list backends' kernel variants and thresholds")
     s.add_argument("--backend", help="NAME[,NAME...] (default: every declaring backend)")
     s.set_defaults(fn=_variants)
+    s = sub.add_parser("gguf", help="inspect GGUF files; convert safetensors to GGUF")
+    from .quant.gguf_cli import add_arguments as add_gguf_arguments
+
+    add_gguf_arguments(s)
     s = sub.add_parser("docs", help="regenerate docs/ops.md from the registry")
     s.add_argument("--out", default="docs/ops.md")
     s.add_argument("--check", action="store_true", help="fail if the file is stale")

@@ -27,7 +27,8 @@ NON_DIFFERENTIABLE = frozenset({"Compare", "ArgMax", "ArgMin", "TopK", "StopGrad
 
 # operands RLX's backward kinds treat as constants: their rules refuse a gradient for them
 # by name, and the gradient checks do not differentiate them (index operands never are)
-CONSTANT_OPERANDS = {"Rope": ("cos", "sin"), "Attention": ("mask",)}
+CONSTANT_OPERANDS = {"Rope": ("cos", "sin"), "Attention": ("mask",),
+                     "DequantMatMul": ("scale", "zp")}
 
 
 def vjp_rule(*kinds: str):

@@ -167,11 +167,13 @@ CATEGORIES = (
     ("Shape & data movement", ("movement", "indexing")),
     ("Reduction & indexing", ("reduction",)),
     ("Convolution & pooling", ("conv",)),
+    ("Quantization — inference", ("quant",)),
     ("Control flow", ("control",)),
     ("Custom", ("custom",)),
     ("Backward / training ops", ("backward",)),
 )
-KIND_CATEGORY = {"CustomFn": "Custom"}     # RLX lists CustomFn beside Custom
+KIND_CATEGORY = {"CustomFn": "Custom",     # RLX lists CustomFn beside Custom
+                 "GroupedMatMul": "Linear algebra", "LoraMatMul": "Linear algebra"}
 OTHER = "Other"                            # a family no category names yet
 _ANNOTATION = {"native": "", "rewritten": "ᵁ", "decomposed": "ᴰ", "host": "ᴴ"}
 

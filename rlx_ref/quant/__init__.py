@@ -8,6 +8,10 @@ from __future__ import annotations
 import numpy as np
 
 from .scheme import QuantError, SchemeDef, all_schemes, get_scheme, register
+from .gguf_format import GGUFError, QuantizedTensor
+from .gguf_reader import GGUFReader, load_gguf
+from .gguf_writer import write_gguf
+from .gguf_convert import ConvertReport, convert_to_gguf
 
 
 def _as_bytes(packed) -> np.ndarray:
@@ -62,4 +66,5 @@ def quantize(w, dtype) -> np.ndarray:
 
 
 __all__ = ["QuantError", "SchemeDef", "all_schemes", "get_scheme", "register",
-           "dequant", "quantize"]
+           "dequant", "quantize", "GGUFError", "QuantizedTensor", "GGUFReader",
+           "load_gguf", "write_gguf", "ConvertReport", "convert_to_gguf"]
