@@ -97,9 +97,21 @@ def test_every_decoder_is_bit_exact(name):
 
 
 def test_decoders_cover_the_schemes_asked_for():
+    from rlx_ref.quant import get_scheme
+
     assert set(DECODERS) == set(SCHEMES)
     for name in SCHEMES:
         assert (DECODERS[name].block_size, DECODERS[name].block_bytes) == geometry(name)
+        sd = get_scheme(name)           # the registry's record, also by RLX's name
+        assert _quant_matmul.geometry(sd.rlx)[1] == (sd.block_size, sd.block_bytes)
+
+
+def test_q8_k_decodes_as_the_scheme_record_does():
+    from rlx_ref.quant import dequant
+
+    packed = random_blocks(np.random.default_rng(8), "Q8_K", 5, wide=True)
+    np.testing.assert_array_equal(quant_ops.dequant(None, packed, "Q8_K").view(np.uint32),
+                                  dequant(packed, "Q8_K").view(np.uint32))
 
 
 def _check_product(got, x, w, what: str) -> None:
