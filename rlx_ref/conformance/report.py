@@ -169,7 +169,7 @@ CATEGORIES = (
     ("Convolution & pooling", ("conv",)),
     ("Control flow", ("control",)),
     ("Custom", ("custom",)),
-    ("Quantization", ("fake_quant",)),
+    ("Quantization", ("fake_quant", "scaled")),
     ("Backward / training ops", ("backward",)),
 )
 KIND_CATEGORY = {"CustomFn": "Custom"}     # RLX lists CustomFn beside Custom

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
 from ..conformance.accuracy import exact, reduction, ulp
 from ..ir.dtype import DType
 from ..ir.shape import Dyn, Shape
