@@ -1,8 +1,8 @@
 """The fake-quantization formulas, written once against a math namespace ``m``.
 
 They follow RLX's CPU kernels (``rlx-cpu/src/thunk/ops/quant.rs``: ``exec_fake_quantize``,
-``exec_fake_quantize_backward`` and the three LSQ kernels) operation by operation, in the
-work dtype (f32; f64 for the float64 oracle). ``NUMPY`` evaluates them for the references;
+``exec_fake_quantize_backward`` and the three LSQ kernels) operation by operation, in f32
+as RLX. ``NUMPY`` evaluates them for the references;
 ``passes/decompose_fake_quant`` evaluates the same functions on graph nodes, so a
 decomposition computes what the op computes. Operands support ``+ - * /`` and unary minus
 (Python numbers are constants of the operands' dtype); ``m`` supplies the rest.

@@ -5,7 +5,8 @@ in ``rlx-cpu/src/thunk/ops/quant.rs``).
 
 Every kind quantizes symmetrically, per channel of ``axis`` (or per tensor): with
 ``q = q_max(bits)`` (8 → 127, 4 → 7, 2 → 1) and a scale ``s[c]``,
-``out = clamp(round(x / s), -q, q) · s``, rounding half away from zero, in f32. The
+``out = clamp(round(x / s), -q, q) · s``, rounding half away from zero, in f32 (also for
+the float64 oracle: f32 roundings decide the steps). The
 formulas live in ``_fake_quant_math`` (one function per kind, shared with the
 decompositions); samples in ``_fake_quant_samples``.
 """
@@ -20,7 +21,6 @@ from ..conformance.accuracy import exact, per_op, reduction, ulp
 from ..ir.dtype import DType
 from ..ir.shape import Dyn, Shape
 from . import _fake_quant_math as fq
-from ._backward_math import work_arrays
 from ._fake_quant_codec import SCALE_MODE, STE, U8, mode_tag, needs_state
 from ._fake_quant_samples import (backward_samples, fake_quantize_samples, lsq_samples)
 from .codec import USIZE, Optional, attr
@@ -113,11 +113,13 @@ def _lsq_checker(kind: str, names: tuple):
 # ── references ───────────────────────────────────────────────────────────────
 
 def _reference(rule):
-    """The oracle: ``rule`` on numpy arrays in the work dtype (f32; f64 for the float64
-    oracle), rounded once to the output dtype."""
+    """The oracle: ``rule`` on f32 arrays, also for the float64 oracle: the kinds are
+    defined by RLX's f32 arithmetic, whose roundings decide which step an element lands
+    on (a tie, the clip bound s·q); a wider computation would decide some other way."""
     def ref(ctx, *arrays):
         with np.errstate(all="ignore"):
-            out = np.asarray(rule(fq.NUMPY, ctx.attrs, *work_arrays(*arrays)))
+            ops = [np.asarray(a, np.float32) for a in arrays]
+            out = np.asarray(rule(fq.NUMPY, ctx.attrs, *ops))
         return out.astype(ctx.out_np)
     ref.__doc__ = rule.__doc__
     return ref
