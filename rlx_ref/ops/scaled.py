@@ -262,6 +262,9 @@ register(OpDef(
     constraints=(_C1, "C2: codes is a U8 tensor of rank >= 1.",
                  "C3: scale has the layout's dtype and holds exactly its count."),
     samples=dequantize_samples, dtypes=(U8,), accuracy=exact(),
+    notes="Custom formats decode by the same closed form (RLX's codec is generic over "
+          "the format's fields; its Custom variant is documented all-finite, IEEE-style "
+          "subnormals, sign above the exponent and mantissa).",
 ))
 
 _MM_DOC = ("Each contraction block's dot product of decoded codes is scaled once: `out[i, "
@@ -307,8 +310,9 @@ register(OpDef(
     samples=grouped_samples, dtypes=(U8,),
     accuracy=reduction(2, lambda a, s: _k(a, s) + 2, "all",
                        reason="k products summed per block, one scale product per block"),
-    notes="Newer than RLX's op.rs of the same period (listed in capability.rs, its CPU "
-          "oracle `lowp_scaled_grouped_matmul` and its LowerScaledGroupedMatMul pass); an "
-          "expert id past E indexes out of the weight in RLX (a debug assertion), and is "
-          "an error here.",
+    notes="The payload is RLX's (its builder and sample_ops), the operand order its CPU "
+          "compile step's, the arithmetic its CPU oracle `lowp_scaled_grouped_matmul`; "
+          "the kind is newer than some op.rs snapshots (capability.rs lists it). An expert "
+          "id past E indexes out of the weight in RLX (a debug assertion) and is an error "
+          "here.",
 ))
