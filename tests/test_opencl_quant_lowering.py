@@ -258,3 +258,20 @@ def test_grouped_and_lora_products_in_one_graph():
     bound = 4 * 9 * EPS * (np.abs(xs) @ np.abs(lw) + t @ np.abs(lb)) + 1e-30
     assert got.shape == (2, 3, 4) and np.all(np.abs(got - want) <= bound)
     assert exe.dispatch_report.path_of("LoraMatMul") == "native"
+
+
+# ── end to end ──────────────────────────────────────────────────────────────
+
+@pytest.mark.parametrize("scheme", ["Q4_0", "Q4_K"])
+def test_the_gguf_llama_decodes_the_oracles_tokens(tmp_path, scheme):
+    from rlx_ref.models import llama as L
+    from rlx_ref.models import llama_gguf as E
+
+    cfg, prompt, steps = L.LlamaConfig(), [1, 2, 3, 4], 4
+    seq = len(prompt) + steps - 1
+    path = E.write_model_files(str(tmp_path), cfg, (scheme,), seed=0)[scheme]
+    want, _ = L.greedy_decode(E.load_runner("reference", cfg, seq, path), cfg, prompt,
+                              steps, seq)
+    got, _ = L.greedy_decode(E.load_runner("opencl", cfg, seq, path), cfg, prompt, steps,
+                             seq)
+    assert got == want
