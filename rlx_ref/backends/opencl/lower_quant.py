@@ -7,7 +7,8 @@ geometry checked against the scheme record); the 4-operand Int8Block, Int8BlockA
 Int4Block, Fp8E4m3, Fp8E5m2 and Nvfp4Block decode inside the product loop. The schemes
 rlx_ref decodes but no kernel does (the codebook IQ1/IQ2/IQ3 families, GGUF NVFP4, the MLX
 layouts) run the reference on the host: the path each kind's ``reason`` names, recorded
-as the ``host.reference`` variant and in the step's note. No path writes W out as f32.
+as the ``host.reference`` variant and in the step's note. No kernel writes W out as
+f32.
 """
 from __future__ import annotations
 
@@ -27,7 +28,6 @@ from .lowering import Step, lowers
 from .variant_table import use
 
 F32 = (DType.F32,)
-NVFP4_GROUP = 16
 
 
 def _host_gguf() -> list:
@@ -95,10 +95,10 @@ def lower_dequant_matmul(node, ins, ctx) -> Step:
 
 def _block(scheme, k: int) -> int:
     """Rows of k sharing one scale (FP8: all of k)."""
-    name = S.name_of(scheme)
-    if LINEAR[name].block == 0:
+    fixed = LINEAR[S.name_of(scheme)].block
+    if fixed == 0:
         return max(k, 1)
-    return NVFP4_GROUP if name == "Nvfp4Block" else S.field(scheme, "block_size")
+    return fixed if fixed is not None else S.field(scheme, "block_size")
 
 
 def _linear_step(node, ctx, scheme, m: int, k: int, n: int) -> Step:
