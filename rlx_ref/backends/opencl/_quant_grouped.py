@@ -24,7 +24,7 @@ def sort_tokens(expert_idx, num_experts: int) -> tuple[np.ndarray, np.ndarray]:
     bad = ~np.isfinite(v) | (v <= -1.0) | (v >= num_experts)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise QuantError(f"DequantGroupedMatMul: expert_idx[{i}] = {v[i]!r} is not an "
+        raise QuantError(f"DequantGroupedMatMul: expert_idx[{i}] = {v[i]:g} is not an "
                          f"expert id: expected a value in [0, {num_experts}) "
                          f"({num_experts} expert slabs in the packed weight)")
     ids = np.trunc(v).astype(np.int64)
