@@ -8,8 +8,9 @@ ids on the host before any launch (a bad id is an error naming the token, as the
 oracle's), sort the tokens by expert (a stable sort: tokens keep their order within an
 expert), then launch one product per expert that has tokens: its rows are read through
 the sorted token table and written back to their own output rows (the unpermute).
-GGUF schemes without a CUDA decoder (the IQ2/IQ3/IQ1 codebook formats) and DequantMatMul's
-4-operand forms are lowered in ``lower_quant_dense``/the host step named in the reason.
+DequantMatMul's 4-operand forms are lowered in ``lower_quant_dense``. The GGUF schemes
+without a CUDA decoder (the IQ2/IQ3/IQ1 codebook formats) run the host reference, as the
+kinds' declared reason says and the step's note names.
 """
 from __future__ import annotations
 
@@ -27,9 +28,8 @@ from .lowering import Step, lowers
 
 F32 = (DType.F32,)
 _DECODED = ", ".join(DECODERS)
-GGUF_WHY = (f"GGUF {_DECODED} decode inside the product (GEMV for one row, tiled "
-            "otherwise); the 4-operand schemes decode each weight inside a tiled GEMM; the "
-            "IQ2/IQ3/IQ1 codebook schemes have no CUDA decoder and run the host reference")
+GGUF_WHY = (f"GGUF {_DECODED} decode block by block inside the kernels; the IQ2/IQ3/IQ1 "
+            "codebook schemes have no CUDA decoder and run the host reference")
 
 
 class GgufProduct:
@@ -68,11 +68,12 @@ def _host(node, ins) -> Step:
     """The host reference for a GGUF scheme without a CUDA decoder (named in the note)."""
     from .lower_host import host_step       # imported late: it claims what is left
 
-    return host_step(node, ins, note=f"host reference: no CUDA decoder for "
-                                     f"{S.name_of(node.attrs.scheme)}")
+    name = S.gguf_def(node.attrs.scheme, "C1").name
+    return host_step(node, ins, note=f"host reference: no CUDA decoder for {name}")
 
 
-@lowers("DequantMatMul", F32, reason=GGUF_WHY)
+@lowers("DequantMatMul", F32, reason="GEMV for one x row, tiled otherwise: " + GGUF_WHY
+        + "; the 4-operand schemes decode each weight in a tiled GEMM's loader")
 def lower_dequant_matmul(node, ins, ctx) -> Step:
     scheme = node.attrs.scheme
     if not S.is_gguf(scheme):
@@ -91,7 +92,7 @@ def lower_dequant_matmul(node, ins, ctx) -> Step:
     return Step(run, prod.launches())
 
 
-@lowers("DequantMoEWeights", F32, reason=GGUF_WHY)
+@lowers("DequantMoEWeights", F32, reason="dequant-only kernel: " + GGUF_WHY)
 def lower_dequant_moe_weights(node, ins, ctx) -> Step:
     scheme = node.attrs.scheme
     if not _has_decoder(scheme):
@@ -130,7 +131,8 @@ def _per_expert(out, x, idx, experts: int, kind: str, launch_one) -> None:
         off += c
 
 
-@lowers("DequantGroupedMatMul", F32, reason=GGUF_WHY)
+@lowers("DequantGroupedMatMul", F32, reason="ids checked and tokens sorted by expert on the "
+        "host, then one fused product per expert: " + GGUF_WHY)
 def lower_dequant_grouped(node, ins, ctx) -> Step:
     scheme = node.attrs.scheme
     if not _has_decoder(scheme):
