@@ -136,3 +136,22 @@ def test_decode_stays_in_registers_and_integer_arithmetic(scheme):
         assert not re.search(r"(ld|st)\.local", ptx), launch.kernel.name
         assert not re.search(r"\.f64", ptx), launch.kernel.name
     assert f"* {blk.bb}" in launch.kernel.source        # the record's block bytes
+
+
+def test_mlx_affine_rounds_its_product_before_adding_the_bias():
+    """numpy rounds ``scale·code`` before ``+ bias``; the loader's ``mul.rn.f32`` keeps
+    the code generator from fusing the two into one FMA (one rounding instead of two)."""
+    _compiler()
+    from numba.cuda import compile_ptx
+
+    from rlx_ref.backends.numba_cuda.ptx_check import launches_of, target_cc
+    from rlx_ref.ir.shape import Shape
+
+    g = _graph("mlx", lambda g: [g.op(
+        "DequantMatMul", [g.input("x", [2, 64]), g.input("q", [96], "u8"),
+                          g.input("s", [3, 2]), g.input("z", [3, 2])],
+        scheme=("MlxAffine", {"bits": 4, "group_size": 32}), shape=Shape((2, 3), "f32"))])
+    (launch,) = launches_of(CUDA, g)
+    with target_cc((9, 0)):
+        ptx, _ = compile_ptx(launch.kernel.pyfunc, launch.argtypes, cc=(9, 0))
+    assert re.search(r"mul\.rn\.f32", ptx)
