@@ -167,9 +167,10 @@ CATEGORIES = (
     ("Shape & data movement", ("movement", "indexing")),
     ("Reduction & indexing", ("reduction",)),
     ("Convolution & pooling", ("conv",)),
-    ("Quantization — inference", ("quant",)),
+    ("Quantization — inference", ("quant", "scaled")),
     ("Control flow", ("control",)),
     ("Custom", ("custom",)),
+    ("Quantization — training", ("fake_quant",)),
     ("Backward / training ops", ("backward",)),
 )
 KIND_CATEGORY = {"CustomFn": "Custom",     # RLX lists CustomFn beside Custom

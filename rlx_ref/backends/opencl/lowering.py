@@ -43,6 +43,7 @@ TABLE = LoweringTable("opencl", __package__, (
     "lower_backward_norm",
     "lower_backward_nn",
     "lower_backward_scan",
+    "lower_fake_quant",
     "lower_host",           # last: declares every kind still without a kernel
 ))
 LOWERINGS = TABLE.entries
