@@ -12,6 +12,10 @@ from .opdef import Sample
 from .quant_matmul import LoraAttrs, SchemeAttrs
 
 GGUF_SAMPLED = ("GgufQ8_0", "GgufQ4_0", "GgufQ4K", "GgufIQ4NL", "GgufMXFP4")
+# every other scheme with a quantizer gets one tiled and one GEMV product, so each
+# backend's decoder of that scheme is reached by conformance
+GGUF_BRIEF = ("GgufQ4_1", "GgufQ5_0", "GgufQ5_1", "GgufQ2K", "GgufQ3K", "GgufQ5K", "GgufQ6K",
+              "GgufQ8K", "GgufIQ4XS", "GgufTQ1_0", "GgufTQ2_0")
 
 
 def _f32(rng, *shape, scale=1.0):
@@ -26,12 +30,12 @@ def _e4m3(values) -> np.ndarray:
     return np.asarray(values, np.float32).astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
 
 
-def gguf_schemes():
+def gguf_schemes(names=GGUF_SAMPLED):
     """(variant, SchemeDef) of the sampled GGUF schemes that have a quantizer."""
     from ..quant import QuantError, get_scheme
 
     out = []
-    for name in GGUF_SAMPLED:
+    for name in names:
         try:
             sd = get_scheme(name)
         except QuantError:
@@ -60,6 +64,10 @@ def _gguf_matmul(rng):
                               (3, 2 * b, 1, ("n=1",)), (0, b, 5, ("empty",))):
             x, w = _f32(rng, m, k), packed_weight(rng, sd, n, k)
             out.append(Sample((x, w), SchemeAttrs(name), _out(m, n), tags=(name,) + tags))
+    for name, sd in gguf_schemes(GGUF_BRIEF):
+        for m, tags in ((3, ("one-block",)), (1, ("gemv",))):
+            x, w = _f32(rng, m, sd.block_size), packed_weight(rng, sd, 5, sd.block_size)
+            out.append(Sample((x, w), SchemeAttrs(name), _out(m, 5), tags=(name,) + tags))
     return out
 
 
