@@ -33,6 +33,7 @@ TABLE = LoweringTable("numba-cpu", __package__, (
     "lower_backward_norm",
     "lower_backward_nn",
     "lower_backward_scan",
+    "lower_fake_quant",
 ))
 LOWERINGS = TABLE.entries
 
