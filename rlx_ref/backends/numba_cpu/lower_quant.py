@@ -22,7 +22,7 @@ from ...ops.quant_matmul import expert_ids
 from ...quant import QuantError, all_schemes, get_scheme
 from ...quant import linear as QL
 from ._quant_decode import DECODERS
-from ._quant_grouped import dequant_grouped_matmul
+from ._quant_grouped import _SORT_SRC, dequant_grouped_matmul
 from ._quant_linear_src import SCHEMES, linear_source
 from ._quant_matmul import dequant_moe_weights, kernel, plan_dequant_matmul
 from .kernels import compile_kernel
@@ -136,7 +136,7 @@ def lower_dequant_grouped(node, ins, ctx) -> Step:
         # the oracle's check and wording first: no kernel reads an expert that is not there
         ids = expert_ids(idx, raw.size // slab, "DequantGroupedMatMul")
         dequant_grouped_matmul(x, raw, ids, n, raw.size // slab, sd, out=out)
-    return Step(run, [kern], note="grouped")
+    return Step(run, [kern, compile_kernel("moe_sort", _SORT_SRC)], note="grouped")
 
 
 @lowers("DequantMoEWeights", F32, reason=GGUF_WHY)
