@@ -19,7 +19,7 @@ from ._quant_simd import SIMD_VERSION
 HELPERS = '''
 from rlx_ref.backends.numba_cpu._quant_simd import (
     claim, f16_at, lanes16, lanes16_bits, lanes16_bits_dot, lanes16_dot, lanes16_i8,
-    lanes16_i8_dot, vadd16, vsum16, vzero16)
+    lanes16_i8_dot, prefetch, vadd16, vsum16, vzero16)
 # _quant_simd {simd}
 
 _DJ = dict(cache=True, nogil=True, inline="always")

@@ -33,6 +33,7 @@ from numba.np.linalg import _BLAS
 _xxgemm = _BLAS().numba_xxgemm(_nb_f32)
 _decode = {dec}
 _dot = {dot}
+PREFETCH = {prefetch}
 # the loops live in serial functions called from prange: inside a parfor body the
 # fastmath flags do not reach the loops (a dot there ran unvectorized, 25x slower)
 _FM = dict(cache=True, nogil=True, fastmath={{"reassoc", "contract"}})
@@ -205,7 +206,10 @@ def qstraddle(x, buf, out, k, bs, bb, rows, nthr):
 
 def _fused_rows(chains: int) -> str:
     """``_gemv_rows_fused`` with ``chains`` accumulators over consecutive blocks (so the
-    multiply-adds of one block need not wait for the previous block's)."""
+    multiply-adds of one block need not wait for the previous block's). It prefetches: the
+    hardware prefetcher alone left the GEMV at about 60% of its L3-resident speed on a
+    weight read from DRAM (Q8_0 4096 x 4096, 2 threads: 1.14 ms from DRAM, 0.73 ms from
+    L3; 0.59 ms from DRAM with the prefetch)."""
     accs = [f"a{c}" for c in range(chains)]
     zero = "".join(f"        {a} = vzero16()\n" for a in accs)
     steps = "".join(f"            {a} = _dot(buf, base + (b + {c}) * bb, x, (b + {c}) * bs, {a})\n"
@@ -221,6 +225,8 @@ def _gemv_rows_fused(x, buf, out, j0, j1, k, bs, bb):
     for j in range(j0, j1):
         base = j * rb
 {zero}        for b in range(0, nbk - {chains - 1}, {chains}):
+            for line in range(0, {chains} * bb, 64):
+                prefetch(buf, base + b * bb + PREFETCH + line)
 {steps}        for b in range(nbk - nbk % {chains}, nbk):
             a0 = _dot(buf, base + b * bb, x, b * bs, a0)
         out[j] = vsum16({total})
@@ -230,8 +236,9 @@ def _gemv_rows_fused(x, buf, out, j0, j1, k, bs, bb):
 
 
 def driver_source(decoder: str, decoder_src: str, dot: str | None = None,
-                  chains: int = 1) -> str:
+                  chains: int = 1, prefetch: int = 2048) -> str:
     """The kernel module source of one scheme: its decoder (and fused dot step, when it has
-    one: ``qgemv_fused`` needs it, with ``chains`` accumulators), then the drivers."""
+    one: ``qgemv_fused`` needs it, with ``chains`` accumulators and a software prefetch of
+    every cache line ``prefetch`` bytes ahead of the blocks it reads), then the drivers."""
     return decoder_src + DRIVERS.format(dec=decoder, dot=dot or "None",
-                                        fused_rows=_fused_rows(chains))
+                                        fused_rows=_fused_rows(chains), prefetch=prefetch)

@@ -268,3 +268,18 @@ def claim(typingctx, counter):
         ptr = context.make_array(sig.args[0])(context, builder, args[0]).data
         return builder.atomic_rmw("add", ptr, ir.Constant(ir.IntType(64), 1), "monotonic")
     return types.int64(counter), codegen
+
+
+@intrinsic
+def prefetch(typingctx, buf, off):
+    """Ask the cache for the line holding ``buf[off]`` (no fault, whatever ``off`` is)."""
+    def codegen(context, builder, sig, args):
+        ptr = _at(context, builder, _data(context, builder, sig.args[0], args[0]), args[1],
+                  sig.args[1])
+        fn = builder.module.globals.get("llvm.prefetch.p0")
+        if fn is None:
+            fn = ir.Function(builder.module, ir.FunctionType(
+                ir.VoidType(), [_I8.as_pointer(), _I32, _I32, _I32]), name="llvm.prefetch.p0")
+        builder.call(fn, [ptr, ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
+        return context.get_dummy_value()
+    return types.void(buf, off), codegen
