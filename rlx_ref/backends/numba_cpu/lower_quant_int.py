@@ -123,7 +123,7 @@ def lower_grouped_matmul(node, ins, ctx) -> Step:
 @lowers("LoraMatMul", F32)
 def lower_lora(node, ins, ctx) -> Step:
     use("lora")
-    x, (k, n), r = tuple(ins[0].dims), tuple(ins[1].dims), ins[2].dims[1]
+    x, (k, n) = tuple(ins[0].dims), tuple(ins[1].dims)
     m = math.prod(x[:-1])
     kern = _kernel("qi_lora")
     scale = np.float32(node.attrs.scale)
