@@ -26,7 +26,7 @@ def _ops(graph) -> set:
     return {str(getattr(n.attrs, "op", "")) for n in graph.nodes}
 
 
-INDEX_OPERANDS = ("indices", "labels")
+INDEX_OPERANDS = ("indices", "labels", "expert_idx")
 
 
 def _leaves_at(case, wanted) -> set:

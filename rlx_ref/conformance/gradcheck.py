@@ -111,9 +111,11 @@ def check_kind(kind: str, seed: int = 0, limit: int = 2) -> KindCheck:
 
 def differentiable_kinds() -> list:
     from ..autodiff import NON_DIFFERENTIABLE, rule_kinds
+    from ..autodiff.vjp import STRAIGHT_THROUGH_KINDS
     from ..ops.opdef import kinds
 
-    return [k for k in rule_kinds() if k not in NON_DIFFERENTIABLE and k in kinds()]
+    return [k for k in rule_kinds() if k not in NON_DIFFERENTIABLE | STRAIGHT_THROUGH_KINDS
+            and k in kinds()]
 
 
 def main(op: str | None = None, seed: int = 0) -> int:

@@ -167,11 +167,14 @@ CATEGORIES = (
     ("Shape & data movement", ("movement", "indexing")),
     ("Reduction & indexing", ("reduction",)),
     ("Convolution & pooling", ("conv",)),
+    ("Quantization — inference", ("quant", "scaled")),
     ("Control flow", ("control",)),
     ("Custom", ("custom",)),
+    ("Quantization — training", ("fake_quant",)),
     ("Backward / training ops", ("backward",)),
 )
-KIND_CATEGORY = {"CustomFn": "Custom"}     # RLX lists CustomFn beside Custom
+KIND_CATEGORY = {"CustomFn": "Custom",     # RLX lists CustomFn beside Custom
+                 "GroupedMatMul": "Linear algebra", "LoraMatMul": "Linear algebra"}
 OTHER = "Other"                            # a family no category names yet
 _ANNOTATION = {"native": "", "rewritten": "ᵁ", "decomposed": "ᴰ", "host": "ᴴ"}
 

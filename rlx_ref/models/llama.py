@@ -61,14 +61,14 @@ class LlamaConfig:
 def random_weights(cfg: LlamaConfig, seed: int = 0) -> dict:
     """f32 weights from ``seed``: scaled normals for linears, 1 ± 0.1 for norm gains.
 
-    The embedding is small (0.1) and the linears wide (2/sqrt(fan_in)) so the layers,
-    not the tied embedding's self-similarity, pick the next token: greedy decoding then
-    wanders over the vocabulary instead of repeating the last token.
+    The embedding is small (0.1 against the linears' 1/sqrt(fan_in)) so the layers, not
+    the tied embedding's self-similarity, pick the next token: greedy decoding then moves
+    over the vocabulary instead of repeating the last token.
     """
     rng = np.random.default_rng(seed)
     out = {}
     for name, (rows, cols) in cfg.linear_shapes().items():
-        scale = 0.1 if name == "token_embd.weight" else 2.0 / np.sqrt(cols)
+        scale = 0.1 if name == "token_embd.weight" else 1.0 / np.sqrt(cols)
         out[name] = (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
     for name in cfg.norm_names():
         out[name] = (1.0 + 0.1 * rng.standard_normal(cfg.dim)).astype(np.float32)
@@ -193,3 +193,21 @@ def greedy_decode(run, cfg: LlamaConfig, prompt, steps: int, seq: int):
         step_logits.append(row.astype(np.float32))
         toks.append(int(np.argmax(row)))
     return toks[len(prompt):], np.stack(step_logits)
+
+
+def from_gguf(reader, cfg: LlamaConfig) -> tuple:
+    """(storage, nbytes, weights, packed) for ``build_graph``/``graph_params`` from a GGUF.
+
+    Quantized linears stay packed (their bytes as stored); every tensor is also decoded
+    into ``weights`` because the embedding lookup and the norms read f32 values.
+    """
+    storage, nbytes, weights, packed = {}, {}, {}, {}
+    linears = cfg.linear_shapes()
+    for name in list(linears) + cfg.norm_names():
+        info = reader.tensor_info(name)
+        weights[name] = np.asarray(reader.dequant_tensor(name), np.float32)
+        if name in linears and info.ggml_type not in ("F32", "F16", "BF16", "F64"):
+            storage[name] = info.ggml_type
+            packed[name] = np.asarray(reader.read_tensor_bytes(name), np.uint8).reshape(-1)
+            nbytes[name] = packed[name].size
+    return storage, nbytes, weights, packed

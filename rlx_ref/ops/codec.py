@@ -369,6 +369,7 @@ def _thaw(v):
 
 
 # RLX's integer payload types. usize is RLX's on its 64-bit targets.
+U8 = _Int("u8", 0, 2**8 - 1)
 U32 = _Int("u32", 0, 2**32 - 1)
 I32 = _Int("i32", -2**31, 2**31 - 1)
 I64 = _Int("i64", -2**63, 2**63 - 1)

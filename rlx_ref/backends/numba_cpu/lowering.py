@@ -33,6 +33,9 @@ TABLE = LoweringTable("numba-cpu", __package__, (
     "lower_backward_norm",
     "lower_backward_nn",
     "lower_backward_scan",
+    "lower_fake_quant",
+    "lower_quant",
+    "lower_quant_int",
 ))
 LOWERINGS = TABLE.entries
 

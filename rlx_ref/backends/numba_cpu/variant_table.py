@@ -15,6 +15,7 @@ MOVES = ("Transpose", "Reshape", "Narrow", "Slice", "Expand", "Reverse", "Tile",
          "ResizeNearest2x", "Pad")
 NORMS = ("LayerNorm", "RmsNorm", "LayerNorm2d", "GroupNorm")
 MATMUL = ("MatMul", "DotGeneral")
+GGUF_MM = ("DequantMatMul", "DequantGroupedMatMul")
 
 THRESHOLDS = [
     Threshold(f"{B}:par_elements", 1 << 15, 1,
@@ -129,6 +130,24 @@ VARIANTS = [
     *_pair("convt.gemm", ("ConvTranspose2d",), "conv.par_min", "work"),
     *_pair("pool", ("Pool",), "conv.par_min", "output × window elements"),
     *_pair("im2col", ("Im2Col",), "conv.par_min", "output elements"),
+    Variant(f"{B}:quant.gemv", GGUF_MM, "GGUF weight, one x row: tasks of W rows, each "
+            "block decoded into registers (or a row scratch) and dotted with x"),
+    Variant(f"{B}:quant.tiles", ("DequantMatMul",), "GGUF weight, more than one x row: W "
+            "decoded a tile of rows by a chunk of k at a time, BLAS sgemm into the output"),
+    Variant(f"{B}:quant.grouped", ("DequantGroupedMatMul",), "tokens counting-sorted by "
+            "expert, one GEMV or tiled product per expert run, rows written back"),
+    Variant(f"{B}:quant.moe_weights", ("DequantMoEWeights",), "packed expert slabs decoded "
+            "a few rows at a time and written transposed into [E, K, N]"),
+    Variant(f"{B}:quant.linear", ("DequantMatMul",), "4-operand schemes: each weight "
+            "decoded from w_q, scale and zp inside the K loop, panels of columns per task"),
+    Variant(f"{B}:quant.affine", ("Quantize", "Dequantize"), "flat elements, per-channel "
+            "scale and zero point by index"),
+    Variant(f"{B}:qmatmul", ("QMatMul",), "x rows in prange, exact int64 sums, requantized"),
+    Variant(f"{B}:qconv2d", ("QConv2d",), "(image, output channel) planes in prange, taps "
+            "in the padding skipped"),
+    Variant(f"{B}:grouped_matmul", ("GroupedMatMul",), "expert ids checked on the host, "
+            "token rows in prange"),
+    Variant(f"{B}:lora", ("LoraMatMul",), "rows in prange: x·A scaled, then x·W + t·B"),
     Variant(f"{B}:loop.compiled", ("Scan", "While"), "every body step has a compiled form: "
             "an njit driver runs the iterations"),
     Variant(f"{B}:loop.host", ("Scan", "While"), "a body step without a compiled form (or "

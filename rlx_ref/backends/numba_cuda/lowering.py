@@ -37,6 +37,10 @@ TABLE = LoweringTable("cuda", __package__, (
     "lower_backward_norm",
     "lower_backward_nn",
     "lower_backward_scan",
+    "lower_fake_quant",
+    "lower_quant",
+    "lower_quant_dense",
+    "lower_quant_int",
     "lower_host",
 ))
 LOWERINGS = TABLE.entries

@@ -17,6 +17,8 @@ ARGS = ("ArgMax", "ArgMin")
 NORMS = ("LayerNorm", "RmsNorm", "LayerNorm2d", "GroupNorm")
 MATMUL = ("MatMul", "DotGeneral")
 MOVES = ("Transpose", "Narrow", "Slice", "Expand", "Reverse", "Tile", "Pad", "Trilu")
+GGUF_MM = ("DequantMatMul", "DequantGroupedMatMul")
+QUANT_HOST = ("DequantMatMul", "DequantGroupedMatMul", "DequantMoEWeights")
 
 THRESHOLDS = [
     Threshold(f"{B}:reduce.min_segment_cpu", 1 << 15, 1,
@@ -96,8 +98,31 @@ VARIANTS = [
        device="cpu"),
     _v("attention.gpu", ("Attention",), "GPU: one row per work-item", device="gpu"),
     _v("loop.host", ("While", "Scan"), "the host drives the compiled bodies"),
-    _v("host.reference", ("DenseSolve",), "a kind without a kernel: the reference runs on "
-       "the host between a read-back and an upload"),
+    _v("host.reference", ("DenseSolve",) + QUANT_HOST, "a kind (or a quant scheme) without "
+       "a kernel: the reference runs on the host between a read-back and an upload"),
+    _v("quant.gemv_cpu", GGUF_MM, "GGUF weight, at most 4 x rows (per expert run), CPU: a "
+       "work-item per W row", device="cpu"),
+    _v("quant.gemv_gpu", GGUF_MM, "GGUF weight, at most 4 x rows (per expert run), GPU: a "
+       "work-group per W row", device="gpu"),
+    _v("quant.gemv_groups", GGUF_MM, "GGUF weight, more than 4 rows on a CPU where no x "
+       "panel fits the scratch share: the GEMV over groups of 4 rows", device="cpu"),
+    _v("quant.tiled_cpu", GGUF_MM, "GGUF weight, more than 4 rows on a CPU: W decoded a "
+       "chunk at a time for every packed x panel", device="cpu"),
+    _v("quant.tiled_gpu", GGUF_MM, "GGUF weight, more than 4 rows on a GPU: local-memory "
+       "tiles", device="gpu"),
+    _v("quant.grouped", ("DequantGroupedMatMul",), "tokens sorted by expert on the host, "
+       "each expert's run read and written through the permutation"),
+    _v("quant.moe_weights", ("DequantMoEWeights",), "packed expert slabs decoded and "
+       "transposed to [E, K, N]"),
+    _v("quant.linear", ("DequantMatMul",), "4-operand schemes: each weight decoded from "
+       "w_q, scale and zp inside the K loop, 4 x rows per work-item"),
+    _v("quant.affine", ("Quantize", "Dequantize"), "one element per work-item, per-channel "
+       "scale and zero-point vectors"),
+    _v("qmatmul", ("QMatMul",), "an output per work-item, exact integer sum, requantized"),
+    _v("qconv2d", ("QConv2d",), "an output per work-item, taps in the padding skipped"),
+    _v("grouped_matmul", ("GroupedMatMul",), "expert ids checked on the host, an output "
+       "per work-item"),
+    _v("lora", ("LoraMatMul",), "x·A scaled into a rank-R scratch, then x·W + t·B"),
 ]
 
 declare(B, VARIANTS, THRESHOLDS)
