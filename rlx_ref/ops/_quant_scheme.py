@@ -118,3 +118,13 @@ class SchemeAttrsMixin:
 
     def __post_init__(self):
         object.__setattr__(self, "scheme", QUANT_SCHEME.normalize(self.scheme))
+
+
+def scale_block(scheme, k: int) -> int:
+    """Elements along K sharing one scale of a 4-operand linear scheme (FP8: all of K)."""
+    from ..quant.linear import LINEAR
+
+    fixed = LINEAR[name_of(scheme)].block
+    if fixed == 0:
+        return max(k, 1)
+    return fixed if fixed is not None else field(scheme, "block_size")

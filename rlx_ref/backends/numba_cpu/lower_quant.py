@@ -11,15 +11,14 @@ host (the lowering's reason and the step's note say so). No kernel writes W out 
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ...ir.dtype import DType
+from .. import quant_lowering as Q
 from ...ops import _quant_scheme as S
 from ...ops.opdef import RefCtx, get
 from ...ops.quant_matmul import expert_ids
-from ...quant import QuantError, all_schemes, get_scheme
+from ...quant import get_scheme
 from ...quant import linear as QL
 from ._quant_decode import DECODERS
 from ._quant_grouped import _SORT_SRC, dequant_grouped_matmul
@@ -42,16 +41,12 @@ GGUF_WHY = f"fused kernels for GGUF {_KERNEL_GGUF}"
 
 def kernel_decodes(scheme) -> bool:
     """Whether a numba kernel decodes GGUF ``scheme`` (an RLX QuantScheme)."""
-    try:
-        return get_scheme(S.name_of(scheme)).name in DECODERS
-    except QuantError:
-        return False
+    return Q.kernel_decodes(scheme, DECODERS)
 
 
 def host_gguf() -> list:
     """GGUF names of the schemes rlx_ref decodes and no numba kernel does (none today)."""
-    return sorted(s.name for s in all_schemes()
-                  if s.kind == "gguf" and s.rlx and s.name not in DECODERS)
+    return Q.host_gguf(DECODERS)
 
 
 def _host(node, why: str) -> Step:
@@ -63,16 +58,10 @@ def _host(node, why: str) -> Step:
     return Step(run, [], note=f"host: {why}")
 
 
-def _dims(node, ins) -> tuple:
-    """(m, k, n) of a product ``x[..., m, k] -> out[..., m, n]`` (m over every row)."""
-    x = tuple(ins[0].dims)
-    return math.prod(x[:-1]), x[-1], node.shape.dims[-1]
-
-
 @lowers("DequantMatMul", F32, reason=DMM_WHY)
 def lower_dequant_matmul(node, ins, ctx) -> Step:
     scheme = node.attrs.scheme
-    m, k, n = _dims(node, ins)
+    m, k, n = Q.product_dims(node, ins)
     if S.is_gguf(scheme):
         if not kernel_decodes(scheme):
             return _host(node, f"no numba-cpu decoder for {S.text(scheme)}")
@@ -89,14 +78,6 @@ def lower_dequant_matmul(node, ins, ctx) -> Step:
     return _linear_step(scheme, m, k, n)
 
 
-def _block(scheme, k: int) -> int:
-    """Rows of k sharing one scale (FP8: all of k)."""
-    fixed = QL.LINEAR[S.name_of(scheme)].block
-    if fixed == 0:
-        return max(k, 1)
-    return fixed if fixed is not None else S.field(scheme, "block_size")
-
-
 def _tables(name: str) -> tuple:
     """(value table of the codes, NVFP4 block-scale table): the record's own arrays."""
     code = QL.LINEAR[name].code
@@ -109,7 +90,7 @@ def _linear_step(scheme, m: int, k: int, n: int) -> Step:
     name = S.name_of(scheme)
     kern = compile_kernel("qlin", linear_source(name))
     tab, stab = _tables(name)
-    bs = _block(scheme, k)
+    bs = S.scale_block(scheme, k)
     codes = np.int8 if QL.LINEAR[name].code == "i8" else np.uint8
 
     def run(out, x, w_q, scale, zp):

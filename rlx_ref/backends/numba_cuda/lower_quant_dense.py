@@ -25,22 +25,12 @@ _IMPORT = ("from rlx_ref.backends.numba_cuda._quant_device_int import _E2M1, _E4
 _NIBBLE = "q = (np.int32(b[e >> 1]) >> (4 * (e & 1))) & 15"
 
 
-def _block(scheme, k: int) -> int:
-    """Elements along K sharing one scale (Fp8: the whole column)."""
-    name = S.name_of(scheme)
-    if name in ("Fp8E4m3", "Fp8E5m2"):
-        return max(k, 1)
-    if name == "Nvfp4Block":
-        return 16
-    return S.field(scheme, "block_size")
-
-
 def _load_b(scheme, k: int) -> str:
     """Statements assigning ``v``, the f32 weight W[kb, col] (W is [K, N])."""
     name = S.name_of(scheme)
     if name.startswith("Mlx"):
         return _load_mlx(scheme)
-    bs = _block(scheme, k)
+    bs = S.scale_block(scheme, k)
     g = f"g = (kb // {bs}) * n + col\n"
     e = "e = kb * n + col\n"
     if name == "Int8Block":

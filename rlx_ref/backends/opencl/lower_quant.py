@@ -12,12 +12,9 @@ f32.
 """
 from __future__ import annotations
 
-import math
-
 from ...ir.dtype import DType
+from .. import quant_lowering as Q
 from ...ops import _quant_scheme as S
-from ...quant import QuantError, all_schemes, get_scheme
-from ...quant.linear import LINEAR
 from . import _reduce_c as rc
 from ._quant_decode_src import DECODERS
 from ._quant_grouped import QuantGroupedMatMul
@@ -30,14 +27,8 @@ from .variant_table import use
 F32 = (DType.F32,)
 
 
-def _host_gguf() -> list:
-    """GGUF names of the schemes rlx_ref decodes and no OpenCL kernel does."""
-    return sorted(s.name for s in all_schemes()
-                  if s.kind == "gguf" and s.rlx and s.name not in DECODERS)
-
-
 _KERNEL_GGUF = ", ".join(sorted(DECODERS))
-_HOST_GGUF = ", ".join(_host_gguf())
+_HOST_GGUF = ", ".join(Q.host_gguf(DECODERS))
 HOST_WHY = (f"GGUF schemes with no OpenCL decoder ({_HOST_GGUF}) run the reference on the "
             "host (variant host.reference)")
 DMM_WHY = (f"fused kernels for GGUF {_KERNEL_GGUF} and the 4-operand {', '.join(SCHEMES)}; "
@@ -46,10 +37,7 @@ DMM_WHY = (f"fused kernels for GGUF {_KERNEL_GGUF} and the 4-operand {', '.join(
 
 def kernel_decodes(scheme) -> bool:
     """Whether a fused OpenCL kernel decodes GGUF ``scheme`` (an RLX QuantScheme)."""
-    try:
-        return get_scheme(S.name_of(scheme)).name in DECODERS
-    except QuantError:
-        return False
+    return Q.kernel_decodes(scheme, DECODERS)
 
 
 def _host(node, ins, ctx, why: str) -> Step:
@@ -72,16 +60,10 @@ def _product_variants(ctx, path: str) -> None:
         use("quant.gemv_groups")
 
 
-def _dims(node, ins) -> tuple:
-    """(m, k, n) of a product ``x[..., m, k] -> out[..., m, n]`` (m over every row)."""
-    x = tuple(ins[0].dims)
-    return math.prod(x[:-1]), x[-1], node.shape.dims[-1]
-
-
 @lowers("DequantMatMul", F32, reason=DMM_WHY)
 def lower_dequant_matmul(node, ins, ctx) -> Step:
     scheme = node.attrs.scheme
-    m, k, n = _dims(node, ins)
+    m, k, n = Q.product_dims(node, ins)
     if S.is_gguf(scheme):
         if not kernel_decodes(scheme):
             return _host(node, ins, ctx, f"no OpenCL decoder for {S.text(scheme)}")
@@ -93,21 +75,13 @@ def lower_dequant_matmul(node, ins, ctx) -> Step:
     return _linear_step(node, ctx, scheme, m, k, n)
 
 
-def _block(scheme, k: int) -> int:
-    """Rows of k sharing one scale (FP8: all of k)."""
-    fixed = LINEAR[S.name_of(scheme)].block
-    if fixed == 0:
-        return max(k, 1)
-    return fixed if fixed is not None else S.field(scheme, "block_size")
-
-
 def _linear_step(node, ctx, scheme, m: int, k: int, n: int) -> Step:
     use("quant.linear")
     name, src = linear_source(S.name_of(scheme))
     ref = ctx.kernel(src, name)
     l0 = rc.item_local(ctx.device, n)
     gsz, lsz = (round_up(n, l0), -(-m // ROWS)), (l0, 1)
-    bs = _block(scheme, k)
+    bs = S.scale_block(scheme, k)
 
     def bind(out, x, w_q, scale, zp):
         args = [out.buf, x.buf, w_q.buf, scale.buf, zp.buf, scalar(m, "int"),
