@@ -14,32 +14,16 @@ from rlx_ref.ops.quant import QConv2dAttrs, QMatMulAttrs, QuantAxisAttrs
 from rlx_ref.ops.quant_matmul import LoraAttrs, SchemeAttrs, dense_weight
 from rlx_ref.ops.single import single_op_graph
 from rlx_ref.quant import quantize
-from rlx_ref.quant.linear import E4M3, E5M2, pack_nibbles, unpack_linear
+from rlx_ref.quant.linear import unpack_linear
+from _quant_lowering import (EPS, QUANT, F, assert_product, f32, iq2_blocks,  # noqa: E402
+                             linear_operands, run_one_op)
 
 NB = get_backend("numba-cpu")
-QUANT = {"DequantMatMul": "f32", "DequantGroupedMatMul": "f32", "DequantMoEWeights": "f32",
-         "Quantize": "i8", "Dequantize": "f32", "QMatMul": "i8", "QConv2d": "i8",
-         "GroupedMatMul": "f32", "LoraMatMul": "f32"}
-EPS = float(np.finfo(np.float32).eps)
-F = np.float32
 
 
 def run(kind, attrs, inputs, out=None, spec="numba-cpu"):
     """(backend output, oracle output in float64, the executable) of a one-op graph."""
-    g = single_op_graph(kind, attrs, inputs, out)
-    feeds = {f"x{i}": a for i, a in enumerate(inputs)}
-    exe = rlx_ref.Session(spec).compile(g)
-    return exe.run(feeds)[0], interpret(g, feeds, float64=True)[0], exe
-
-
-def f32(rng, *shape):
-    return rng.standard_normal(shape).astype(F)
-
-
-def assert_product(got, want, x, w):
-    """Within K·eps of Σ|x·w| (a product of K f32 terms, any summation order)."""
-    bound = 2 * x.shape[-1] * EPS * (np.abs(x.astype(np.float64)) @ np.abs(w)) + 1e-30
-    assert got.shape == want.shape and np.all(np.abs(got - want) <= bound)
+    return run_one_op(spec, kind, attrs, inputs, out)
 
 
 # ── claims ──────────────────────────────────────────────────────────────────
@@ -74,7 +58,7 @@ def test_gguf_dequant_matmul_matches_the_oracle_on_each_path(name, batch, m, pat
     rng = np.random.default_rng(1)
     k, n = (256 if name.endswith(("K", "XXS")) else 64), 5
     if name == "IQ2_XXS":
-        packed = _iq2_blocks(rng, n)
+        packed = iq2_blocks(rng, n)
     else:
         packed = quantize(f32(rng, n, k), name)
     x = f32(rng, batch, m, k)
@@ -84,12 +68,6 @@ def test_gguf_dequant_matmul_matches_the_oracle_on_each_path(name, batch, m, pat
     assert_product(got, want, x, dense_weight(rlx, (packed,), k, n))
     assert exe.variants_run() == [f"numba-cpu:quant.{path}"]
 
-
-def _iq2_blocks(rng, nblocks):
-    raw = rng.integers(0, 256, size=(nblocks, 66), dtype=np.uint8)
-    raw[:, :2] = rng.uniform(-0.05, 0.05, nblocks).astype(np.float16).view(np.uint8
-                                                                          ).reshape(-1, 2)
-    return raw.reshape(-1)
 
 
 def test_grouped_and_expert_stack_match_the_oracle():
@@ -141,23 +119,7 @@ def test_mlx_schemes_run_the_reference_on_the_host():
 
 # ── the 4-operand schemes: weights decoded bit for bit ──────────────────────
 
-def _linear_operands(rng, name, k, n):
-    """Every code each scheme can hold (finite weights), scales and zero points."""
-    if name in ("Int8Block", "Int8BlockAsym"):
-        q = rng.integers(-128, 128, (k, n)).astype(np.int8)
-        nb = -(-k // 3)
-        zp = (f32(rng, nb, n) * 4) if name == "Int8BlockAsym" else np.zeros((nb, n), F)
-        return q, np.abs(f32(rng, nb, n)) * F(0.01) + F(1e-3), zp
-    if name == "Int4Block":
-        return (pack_nibbles(rng.integers(0, 16, (k, n)).astype(np.uint8)),
-                np.abs(f32(rng, -(-k // 3), n)), np.zeros(1, F))
-    if name in ("Fp8E4m3", "Fp8E5m2"):
-        table = E4M3 if name == "Fp8E4m3" else E5M2
-        finite = np.flatnonzero(np.isfinite(table)).astype(np.uint8)
-        return rng.choice(finite, (k, n)), np.abs(f32(rng, 1, n)), np.zeros(1, F)
-    scales = rng.integers(0, 256, (-(-k // 16), n)).astype(np.uint8)    # NaN codes too
-    return (pack_nibbles(rng.integers(0, 16, (k, n)).astype(np.uint8)), scales,
-            F([0.37]))
+
 
 
 @pytest.mark.parametrize("name", ["Int8Block", "Int8BlockAsym", "Int4Block", "Fp8E4m3",
@@ -166,7 +128,7 @@ def test_linear_weights_decode_as_the_scheme_record(name):
     """x = I: the product returns W, which must equal unpack_linear's bit for bit."""
     rng = np.random.default_rng(6)
     k, n = 48, 5
-    w_q, scale, zp = _linear_operands(rng, name, k, n)
+    w_q, scale, zp = linear_operands(rng, name, k, n)
     blocked = name in ("Int8Block", "Int8BlockAsym", "Int4Block")
     attrs = SchemeAttrs((name, {"block_size": 3}) if blocked else name)
     got, _, exe = run("DequantMatMul", attrs, (np.eye(k, dtype=F), w_q, scale, zp),

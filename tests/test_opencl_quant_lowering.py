@@ -16,36 +16,15 @@ from rlx_ref.ops.quant import QConv2dAttrs, QMatMulAttrs, QuantAxisAttrs
 from rlx_ref.ops.quant_matmul import LoraAttrs, SchemeAttrs, dense_weight
 from rlx_ref.ops.single import single_op_graph
 from rlx_ref.quant import quantize
-from rlx_ref.quant.linear import E4M3, E5M2, pack_nibbles, unpack_linear
+from rlx_ref.quant.linear import unpack_linear
+from _quant_lowering import (EPS, QUANT, F, assert_product, f32, iq2_blocks,  # noqa: E402
+                             linear_operands, run_one_op as run)
 
 OCL = get_backend("opencl")
 if not OCL.availability()[0]:
     pytest.skip(f"no OpenCL device: {OCL.availability()[1]}", allow_module_level=True)
 
 STYLES = {"cpu": "opencl/cpu-kernels", "gpu": "opencl/gpu-kernels"}
-QUANT = {"DequantMatMul": "f32", "DequantGroupedMatMul": "f32", "DequantMoEWeights": "f32",
-         "Quantize": "i8", "Dequantize": "f32", "QMatMul": "i8", "QConv2d": "i8",
-         "GroupedMatMul": "f32", "LoraMatMul": "f32"}
-EPS = float(np.finfo(np.float32).eps)
-F = np.float32
-
-
-def run(spec, kind, attrs, inputs, out=None):
-    """(backend output, oracle output in float64, the executable) of a one-op graph."""
-    g = single_op_graph(kind, attrs, inputs, out)
-    feeds = {f"x{i}": a for i, a in enumerate(inputs)}
-    exe = rlx_ref.Session(spec).compile(g)
-    return exe.run(feeds)[0], interpret(g, feeds, float64=True)[0], exe
-
-
-def f32(rng, *shape):
-    return rng.standard_normal(shape).astype(F)
-
-
-def assert_product(got, want, x, w):
-    """Within K·eps of Σ|x·w| (a product of K f32 terms, any summation order)."""
-    bound = 2 * x.shape[-1] * EPS * (np.abs(x.astype(np.float64)) @ np.abs(w)) + 1e-30
-    assert got.shape == want.shape and np.all(np.abs(got - want) <= bound)
 
 
 # ── claims ──────────────────────────────────────────────────────────────────
@@ -134,18 +113,12 @@ def test_bad_expert_ids_fail_the_run_naming_the_token():
 
 # ── schemes no kernel decodes: the declared host path ───────────────────────
 
-def _iq2_blocks(rng, nblocks):
-    raw = rng.integers(0, 256, size=(nblocks, 66), dtype=np.uint8)
-    raw[:, :2] = rng.uniform(-0.05, 0.05, nblocks).astype(np.float16).view(np.uint8
-                                                                          ).reshape(-1, 2)
-    return raw.reshape(-1)
-
 
 def test_schemes_without_a_decoder_run_the_reference_on_the_host():
     rng = np.random.default_rng(5)
     x = f32(rng, 2, 256)
     for rlx, packed in (("GgufNVFP4", quantize(f32(rng, 3, 256), "NVFP4")),
-                        ("GgufIQ2XXS", _iq2_blocks(rng, 3))):
+                        ("GgufIQ2XXS", iq2_blocks(rng, 3))):
         got, _, exe = run("opencl", "DequantMatMul", SchemeAttrs(rlx), (x, packed),
                           Shape((2, 3), DType.F32))
         g = single_op_graph("DequantMatMul", SchemeAttrs(rlx), (x, packed),
@@ -163,23 +136,7 @@ def test_schemes_without_a_decoder_run_the_reference_on_the_host():
 
 # ── the 4-operand schemes: weights decoded bit for bit ──────────────────────
 
-def _linear_operands(rng, name, k, n):
-    """Every code each scheme can hold (finite weights), scales and zero points."""
-    if name in ("Int8Block", "Int8BlockAsym"):
-        q = rng.integers(-128, 128, (k, n)).astype(np.int8)
-        nb = -(-k // 3)
-        zp = (f32(rng, nb, n) * 4) if name == "Int8BlockAsym" else np.zeros((nb, n), F)
-        return q, np.abs(f32(rng, nb, n)) * F(0.01) + F(1e-3), zp
-    if name == "Int4Block":
-        return (pack_nibbles(rng.integers(0, 16, (k, n)).astype(np.uint8)),
-                np.abs(f32(rng, -(-k // 3), n)), np.zeros(1, F))
-    if name in ("Fp8E4m3", "Fp8E5m2"):
-        table = E4M3 if name == "Fp8E4m3" else E5M2
-        finite = np.flatnonzero(np.isfinite(table)).astype(np.uint8)
-        return rng.choice(finite, (k, n)), np.abs(f32(rng, 1, n)), np.zeros(1, F)
-    scales = rng.integers(0, 256, (-(-k // 16), n)).astype(np.uint8)    # NaN codes too
-    return (pack_nibbles(rng.integers(0, 16, (k, n)).astype(np.uint8)), scales,
-            F([0.37]))
+
 
 
 @pytest.mark.parametrize("style", list(STYLES))
@@ -189,7 +146,7 @@ def test_linear_weights_decode_as_the_scheme_record(style, name):
     """x = I: the product returns W, which must equal unpack_linear's bit for bit."""
     rng = np.random.default_rng(6)
     k, n = 48, 5
-    w_q, scale, zp = _linear_operands(rng, name, k, n)
+    w_q, scale, zp = linear_operands(rng, name, k, n)
     blocked = name in ("Int8Block", "Int8BlockAsym", "Int4Block")
     attrs = SchemeAttrs((name, {"block_size": 3}) if blocked else name)
     eye = np.eye(k, dtype=F)
