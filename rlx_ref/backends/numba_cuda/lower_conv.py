@@ -86,8 +86,10 @@ def _gemm_step(launch, tl, m, n, k, groups, ntab, ktab, h, w, gstride, plane,
     return Step(run, [launch])
 
 
-@lowers("Conv", FLOAT_KINDS, reason=SIXTEEN_NOTE)
-def lower_conv(node, ins, ctx) -> Step:
+def conv_gemm(node, ins) -> tuple:
+    """A 2-D convolution as a grouped implicit GEMM: (m, n, k, groups, ntab, ktab, h, w,
+    gstride, plane). ntab rows: an output column's image offset, y and x origin and output
+    offset; ktab rows: a tap's image offset and dilated y, x."""
     n_img, c_in, h, w = _as4(ins[0].dims)
     c_out, cg, kh, kw = _as4(ins[1].dims)
     (sh, sw), (ph, pw), (dh, dw) = _geometry(node.attrs)
@@ -100,11 +102,17 @@ def lower_conv(node, ins, ctx) -> Step:
                      img * c_out * ho * wo + oy * wo + ox], 1)
     c, i, j = (a.reshape(-1) for a in np.indices((cg, kh, kw)))
     ktab = np.stack([c * h * w + i * dh * w + j * dw, i * dh, j * dw, 0 * c], 1)
+    return m, n, k, groups, ntab, ktab, h, w, cg * h * w, ho * wo
+
+
+@lowers("Conv", FLOAT_KINDS, reason=SIXTEEN_NOTE)
+def lower_conv(node, ins, ctx) -> Step:
+    m, n, k, groups, ntab, ktab, h, w, gstride, plane = conv_gemm(node, ins)
     read = read_expr(ins[0].dtype, "b[ntab[col * 4] + ktab[kb * 4] + goff]")
     weight = read_expr(ins[1].dtype, "a[(batch * m + row) * k_len + ka]")
     launch, tl = _conv_launch("conv", node, ins, _CONV_B.replace("{read}", read),
                               f"v = {{acc}}({weight})", m, n, k)
-    return _gemm_step(launch, tl, m, n, k, groups, ntab, ktab, h, w, cg * h * w, ho * wo)
+    return _gemm_step(launch, tl, m, n, k, groups, ntab, ktab, h, w, gstride, plane)
 
 
 @lowers("ConvTranspose2d", FLOAT_KINDS, reason=SIXTEEN_NOTE)

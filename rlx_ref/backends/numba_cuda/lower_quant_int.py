@@ -17,7 +17,7 @@ from ...ir.dtype import DType
 from ._gemm import gemm_blocks, render_gemm, tiling
 from .device import DeviceConst, launch_shape, rows_shape
 from .kernels import Launch, array_type, compile_kernel, float_type, int_type
-from .lower_conv import _CONV_B, _as4, _geometry
+from .lower_conv import _CONV_B, conv_gemm
 from .lower_reduce import _render
 from .lowering import Step, lowers
 
@@ -112,18 +112,7 @@ def lower_qmatmul(node, ins, ctx) -> Step:
 @lowers("QConv2d", (DType.I8,), reason="i64-accumulating implicit GEMM per channel group "
                                       "(as Conv), requantized where stored")
 def lower_qconv(node, ins, ctx) -> Step:
-    n_img, c_in, h, w = _as4(ins[0].dims)
-    c_out, cg, kh, kw = _as4(ins[1].dims)
-    (sh, sw), (ph, pw), (dh, dw) = _geometry(node.attrs)
-    ho, wo = _as4(node.shape.dims)[2:]
-    groups = node.attrs.groups
-    m, k, n = c_out // groups, cg * kh * kw, n_img * ho * wo
-    img, oy, ox = (a.reshape(-1) for a in np.indices((n_img, ho, wo)))
-    ybase, xbase = oy * sh - ph, ox * sw - pw
-    ntab = np.stack([img * c_in * h * w + ybase * w + xbase, ybase, xbase,
-                     img * c_out * ho * wo + oy * wo + ox], 1)
-    c, i, j = (a.reshape(-1) for a in np.indices((cg, kh, kw)))
-    ktab = np.stack([c * h * w + i * dh * w + j * dw, i * dh, j * dw, 0 * c], 1)
+    m, n, k, groups, ntab, ktab, h, w, gstride, plane = conv_gemm(node, ins)
     tl = tiling("np.int64", m, n)
     load_b = _CONV_B.replace("{acc}", "np.int64").replace(
         "{read}", "np.int64(b[ntab[col * 4] + ktab[kb * 4] + goff]) - xzp")
@@ -146,5 +135,5 @@ def lower_qconv(node, ins, ctx) -> Step:
             grid, threads = rows_shape(blocks, tl.threads)
             # the GEMM's A operand is the weight, its B operand the image
             launch(grid, threads, out, wt, x, m, n, k, groups, nt.get(), kt.get(), h, w,
-                   cg * h * w, ho * wo, bias, *req)
+                   gstride, plane, bias, *req)
     return Step(run, [launch])
