@@ -113,15 +113,16 @@ class DequantMatmulPlan:
                              f"{list(out.shape)}")
         return np.ascontiguousarray(x), raw, out
 
-    def run(self, x, packed, out=None) -> np.ndarray:
-        """``x @ W.T`` into ``out`` (allocated when None); returns ``out``."""
+    def run(self, x, packed, out=None, kern=None) -> np.ndarray:
+        """``x @ W.T`` into ``out`` (allocated when None); returns ``out``. ``kern``: the
+        scheme's kernel module when the caller compiled it already (a lowering does)."""
         x, raw, out = self.check(x, packed, out)
         if self.path == "empty":
             return out
         if self.path == "zeros":
             out[...] = 0
             return out
-        kern = kernel(self.scheme, self.block_size)
+        kern = kern or kernel(self.scheme, self.block_size)
         bs, bb, nthr = self.block_size, self.block_bytes, self.threads
         if self.path == "gemv":
             gemv = kern.get("qgemv_fused" if dot_source(self.scheme) else "qgemv")

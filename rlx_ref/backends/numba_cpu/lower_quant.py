@@ -71,7 +71,7 @@ def lower_dequant_matmul(node, ins, ctx) -> Step:
         kern = kernel(plan.scheme, plan.block_size)
 
         def run(out, x, packed):
-            plan.run(x.reshape(m, k), packed.reshape(-1), out.reshape(m, n))
+            plan.run(x.reshape(m, k), packed.reshape(-1), out.reshape(m, n), kern)
         return Step(run, [kern], note=plan.path)
     if S.name_of(scheme) not in SCHEMES:
         return _host(node, f"no numba-cpu kernel for {S.text(scheme)}")
