@@ -13,8 +13,8 @@ from ..conformance.accuracy import reduction
 from ..ir.shape import Dyn, Shape
 from . import _linalg_decomp_samples as smp
 from ._linalg_decomp_math import eigh_backward, eigh_packed, packed_n
-from .linalg_decomp import DTYPES, FAMILY, float_dtype, size_k
-from .opdef import Caps, OpDef, OpError, register, want
+from .linalg_decomp import BLAS, DTYPES, FAMILY, float_dtype, size_k
+from .opdef import OpDef, OpError, register, want
 
 _NOTES = ("RLX's CPU kernels run F64 only (LAPACK dsyevd); rlx_ref also accepts F32, "
           "computed in f64 and rounded once.")
@@ -132,7 +132,7 @@ _BWD_ACC = reduction(8, lambda a, s: s[0].dims[-1], "all",
                      reason="three n×n products with 1/gap weights; sample gaps >= 1")
 
 register(OpDef(
-    kind="Eigh", family=FAMILY, caps=Caps.BLAS, input_names=("A",), infer=_infer_eigh(False),
+    kind="Eigh", family=FAMILY, caps=BLAS, input_names=("A",), infer=_infer_eigh(False),
     check=_check_dtypes("Eigh", ("A",)), reference=_ref_eigh,
     doc=_FWD_DOC.format(what="a symmetric `A [n, n]`", out="`[n² + n]`"),
     constraints=tuple(c.format(shape="[n, n]") for c in _FWD_CONSTRAINTS),
@@ -141,7 +141,7 @@ register(OpDef(
 ))
 
 register(OpDef(
-    kind="EighBatch", family=FAMILY, caps=Caps.BLAS, input_names=("A",),
+    kind="EighBatch", family=FAMILY, caps=BLAS, input_names=("A",),
     infer=_infer_eigh(True), check=_check_dtypes("EighBatch", ("A",)),
     reference=_ref_eigh_batch,
     doc=_FWD_DOC.format(what="every matrix of `A [B, n, n]`", out="`[B, n² + n]`"),
@@ -151,7 +151,7 @@ register(OpDef(
 ))
 
 register(OpDef(
-    kind="EighBackward", family=FAMILY, arity=2, caps=Caps.BLAS, input_names=("fwd", "bar"),
+    kind="EighBackward", family=FAMILY, arity=2, caps=BLAS, input_names=("fwd", "bar"),
     infer=_infer_eigh_bwd(False), check=_check_dtypes("EighBackward", ("fwd", "bar")),
     reference=_ref_eigh_bwd,
     doc=_BWD_DOC.format(fwd="Eigh", batch="", out="the symmetric `Ā [n, n]`"),
@@ -161,7 +161,7 @@ register(OpDef(
 ))
 
 register(OpDef(
-    kind="EighBatchBackward", family=FAMILY, arity=2, caps=Caps.BLAS,
+    kind="EighBatchBackward", family=FAMILY, arity=2, caps=BLAS,
     input_names=("fwd", "bar"), infer=_infer_eigh_bwd(True),
     check=_check_dtypes("EighBatchBackward", ("fwd", "bar")), reference=_ref_eigh_bwd,
     doc=_BWD_DOC.format(fwd="EighBatch", batch=", `[B, L]`, one row per matrix",
