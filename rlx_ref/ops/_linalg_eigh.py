@@ -128,7 +128,7 @@ _BWD_CONSTRAINTS = ("C1: fwd is {shape} with L = n² + n for an integer n.",
                     "C3: fwd and bar share one dtype, f32 or f64; it is Ā's.")
 _EIGH_ACC = reduction(8, size_k, "all", reason="λ: c·n·eps·‖A‖; U: ∝ eps·‖A‖/gap, sample "
                                                 "gaps >= 1 with ‖A‖ <= 4n")
-_BWD_ACC = reduction(8, lambda a, s: s[0].dims[-1], "all",
+_BWD_ACC = reduction(8, lambda a, s: packed_n(s[0].dims[-1]) or 1, "all",
                      reason="three n×n products with 1/gap weights; sample gaps >= 1")
 
 register(OpDef(

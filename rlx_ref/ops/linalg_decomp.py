@@ -52,7 +52,7 @@ def _finite(a: np.ndarray, kind: str, cid: str) -> None:
                                      "of a non-finite matrix is undefined")
 
 
-def size_k(shapes, a):
+def size_k(attrs, shapes):
     """Static accuracy K: the largest matrix dimension (64 when dynamic)."""
     dims = [d for d in shapes[0].dims if not isinstance(d, Dyn)]
     return max(dims + [1])
@@ -193,7 +193,7 @@ _DET_CONSTRAINTS = ("C1: A is a square matrix [n, n]; the output is a scalar [].
 
 def _det_accuracy(attrs, shapes, dt):
     # Det's error is relative (a product of n pivots); LogDet's absolute (a sum of n logs)
-    return reduction(4, size_k(shapes, attrs), "value", reason="relative, c·n·eps·κ·|det|")
+    return reduction(4, size_k(attrs, shapes), "value", reason="relative, c·n·eps·κ·|det|")
 
 
 register(OpDef(
@@ -213,7 +213,7 @@ register(OpDef(
         "the LU factorization's pivots (no overflow where Det would). The sign is dropped; "
         "a singular A (an exactly zero pivot) gives -inf; NaN propagates; an empty A gives 0.",
     constraints=_DET_CONSTRAINTS, samples=smp.det_samples("LogDet"), dtypes=DTYPES,
-    accuracy=lambda at, s, dt: ulp(4, floor=4 * size_k(s, at), cap=1.0, at_least=1.0,
+    accuracy=lambda at, s, dt: ulp(4, floor=4 * size_k(at, s), cap=1.0, at_least=1.0,
                                    reason="absolute: n logs each off by ~κ·eps"),
     notes=_F64_NOTE.format(what="getrf; Det and LogDet share one thunk"),
 ))
