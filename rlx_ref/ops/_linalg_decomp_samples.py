@@ -105,7 +105,7 @@ def _svd_inputs(rng):
 
 
 def svd_samples(rng):
-    from .linalg_decomp import SvdAttrs
+    from ._linalg_svd_qr import SvdAttrs
 
     return _with_parts(_svd_inputs, SvdAttrs, ("U", "S", "Vt"))(rng)
 
@@ -123,7 +123,7 @@ def _qr_inputs(rng):
 
 
 def qr_samples(rng):
-    from .linalg_decomp import QrAttrs
+    from ._linalg_svd_qr import QrAttrs
 
     return _with_parts(_qr_inputs, QrAttrs, ("Q", "R"))(rng)
 

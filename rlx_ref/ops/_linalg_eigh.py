@@ -13,7 +13,7 @@ from ..conformance.accuracy import reduction
 from ..ir.shape import Dyn, Shape
 from . import _linalg_decomp_samples as smp
 from ._linalg_decomp_math import eigh_backward, eigh_packed, packed_n
-from .linalg_decomp import BLAS, DTYPES, FAMILY, float_dtype, size_k
+from ._linalg_decomp_common import BLAS, DTYPES, FAMILY, float_dtype, size_k
 from .opdef import OpDef, OpError, register, want
 
 _NOTES = ("RLX's CPU kernels run F64 only (LAPACK dsyevd); rlx_ref also accepts F32, "

@@ -1,5 +1,5 @@
-"""Linear-algebra factorizations: Cholesky, TriangularSolve, Det, LogDet, Svd, Qr (here) and
-Eigh, EighBackward, EighBatch, EighBatchBackward (``_linalg_eigh``).
+"""Linear-algebra factorizations: Cholesky, TriangularSolve, Det, LogDet (here), Svd, Qr
+(``_linalg_svd_qr``) and Eigh, EighBackward, EighBatch, EighBatchBackward (``_linalg_eigh``).
 
 Every kind reads f32 or f64 matrices, computes in float64 (LAPACK through numpy, as RLX's
 CPU promotes f32 to f64 around its LAPACK calls) and rounds the result once. Factors that
@@ -16,46 +16,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..conformance.accuracy import reduction, ulp
-from ..ir.dtype import DType
 from ..ir.shape import Dyn, Shape
 from . import _linalg_decomp_samples as smp
-from ._linalg_decomp_math import lower_symmetric, pivot_signs
-from .codec import BOOL, Enum, attr
-from .opdef import Caps, OpDef, OpError, register, want
-
-FAMILY = "linalg_decomp"
-BLAS = Caps.BLAS | Caps.FUSION_BOUNDARY
-DTYPES = (DType.F32, DType.F64)
-SVD_PART = Enum("SvdPart", units=("U", "S", "Vt"))
-QR_PART = Enum("QrPart", units=("Q", "R"))
-_F64_NOTE = ("RLX's CPU lowers F32 only and computes in f64 (LAPACK {what}), rounding the "
-             "result to f32; rlx_ref also accepts F64.")
-
-
-def float_dtype(s: Shape, kind: str, cid: str, what: str = "A") -> None:
-    """``s`` is f32 or f64 (the dtypes RLX's LAPACK paths run)."""
-    want(s.dtype in DTYPES, f"({cid}) {kind} needs {what} of dtype f32 or f64, got {s.dtype}; "
-                            "insert a Cast")
-
-
-def square(s: Shape, kind: str, cid: str = "C1"):
-    """n of a square matrix ``s`` [n, n] (a Dyn when it cannot be told)."""
-    want(s.rank == 2, f"({cid}) {kind} needs A of rank 2 [n, n], got {s}")
-    n, n2 = s.dims
-    want(n == n2 or isinstance(n, Dyn) or isinstance(n2, Dyn),
-         f"({cid}) {kind} needs a square A, got {s.dims_text()}")
-    return n2 if isinstance(n, Dyn) else n
-
-
-def _finite(a: np.ndarray, kind: str, cid: str) -> None:
-    want(bool(np.isfinite(a).all()), f"({cid}) {kind}: A holds NaN or inf; a factorization "
-                                     "of a non-finite matrix is undefined")
-
-
-def size_k(attrs, shapes):
-    """Static accuracy K: the largest matrix dimension (64 when dynamic)."""
-    dims = [d for d in shapes[0].dims if not isinstance(d, Dyn)]
-    return max(dims + [1])
+from ._linalg_decomp_common import (BLAS, DTYPES, F64_NOTE, FAMILY, finite, float_dtype,
+                                    size_k, square)
+from ._linalg_decomp_math import lower_symmetric
+from .codec import BOOL, attr
+from .opdef import OpDef, OpError, register, want
 
 
 # ── Cholesky ──────────────────────────────────────────────────────────────
@@ -69,7 +36,7 @@ def _ref_cholesky(ctx, a):
     a64 = np.asarray(a, np.float64)
     n = a64.shape[0]
     low = np.tril(a64)
-    _finite(low, "Cholesky", "C3")
+    finite(low, "Cholesky", "C3")
     try:
         out = np.linalg.cholesky(lower_symmetric(a64)) if n else np.zeros((0, 0))
     except np.linalg.LinAlgError:
@@ -92,7 +59,7 @@ register(OpDef(
                  "(checked at run time)."),
     samples=smp.cholesky_samples, dtypes=DTYPES,
     accuracy=reduction(4, size_k, "all", reason="backward stable: |δL| ≲ c·n·eps·κ·|L|"),
-    notes=_F64_NOTE.format(what="potrf") + " RLX panics on a non-SPD A; rlx_ref raises an "
+    notes=F64_NOTE.format(what="potrf") + " RLX panics on a non-SPD A; rlx_ref raises an "
           "error. potrf reads the row-major lower triangle in RLX as here.",
 ))
 
@@ -159,7 +126,7 @@ register(OpDef(
     samples=smp.trisolve_samples, dtypes=DTYPES,
     accuracy=reduction(4, size_k, "all", reason="|δx| ≲ c·n·eps·κ(T)·|x|; samples have "
                                                 "dominant diagonals"),
-    notes=_F64_NOTE.format(what="cblas_dtrsm, non-unit diagonal"),
+    notes=F64_NOTE.format(what="cblas_dtrsm, non-unit diagonal"),
 ))
 
 
@@ -203,7 +170,7 @@ register(OpDef(
         "partial pivoting (LAPACK getrf): the product of U's diagonal, negated once per row "
         "swap. An exactly zero pivot gives 0; NaN propagates; an empty A gives 1.",
     constraints=_DET_CONSTRAINTS, samples=smp.det_samples("Det"), dtypes=DTYPES,
-    accuracy=_det_accuracy, notes=_F64_NOTE.format(what="getrf"),
+    accuracy=_det_accuracy, notes=F64_NOTE.format(what="getrf"),
 ))
 
 register(OpDef(
@@ -215,117 +182,8 @@ register(OpDef(
     constraints=_DET_CONSTRAINTS, samples=smp.det_samples("LogDet"), dtypes=DTYPES,
     accuracy=lambda at, s, dt: ulp(4, floor=4 * size_k(at, s), cap=1.0, at_least=1.0,
                                    reason="absolute: n logs each off by ~κ·eps"),
-    notes=_F64_NOTE.format(what="getrf; Det and LogDet share one thunk"),
+    notes=F64_NOTE.format(what="getrf; Det and LogDet share one thunk"),
 ))
 
-
-# ── Svd, Qr ───────────────────────────────────────────────────────────────
-
-@dataclass(frozen=True)
-class SvdAttrs:
-    part: str = attr(SVD_PART, doc="U [m, k], S [k] (descending) or Vt [k, n]; k = min(m, n)")
-
-
-@dataclass(frozen=True)
-class QrAttrs:
-    part: str = attr(QR_PART, doc="Q [m, k] or R [k, n]; k = min(m, n)")
-
-
-def _matrix(s: Shape, kind: str):
-    want(s.rank == 2, f"(C1) {kind} needs A of rank 2 [m, n], got {s}")
-    m, n = s.dims
-    if isinstance(m, Dyn) or isinstance(n, Dyn):
-        return m, n, None
-    return m, n, min(m, n)
-
-
-def _infer_svd(shapes, a):
-    m, n, k = _matrix(shapes[0], "Svd")
-    if k is None:
-        return None
-    dims = {"U": (m, k), "S": (k,), "Vt": (k, n)}[a.part]
-    return Shape(dims, shapes[0].dtype)
-
-
-def _infer_qr(shapes, a):
-    m, n, k = _matrix(shapes[0], "Qr")
-    if k is None:
-        return None
-    return Shape((m, k) if a.part == "Q" else (k, n), shapes[0].dtype)
-
-
-def svd_parts(a64: np.ndarray):
-    """(U, S, Vt) of the thin SVD with each U column's pivot entry positive (V follows)."""
-    m, n = a64.shape
-    k = min(m, n)
-    if k == 0:
-        return np.zeros((m, 0)), np.zeros(0), np.zeros((0, n))
-    _finite(a64, "Svd", "C3")
-    u, s, vt = np.linalg.svd(a64, full_matrices=False)
-    sg = pivot_signs(u)
-    return u * sg, s, vt * sg[:, None]
-
-
-def qr_parts(a64: np.ndarray):
-    """(Q, R) of the thin QR with diag(R) >= 0 (a zero pivot keeps LAPACK's sign)."""
-    m, n = a64.shape
-    k = min(m, n)
-    if k == 0:
-        return np.zeros((m, 0)), np.zeros((0, n))
-    _finite(a64, "Qr", "C3")
-    q, r = np.linalg.qr(a64, mode="reduced")
-    sg = np.where(np.diag(r) < 0, -1.0, 1.0)
-    return q * sg, r * sg[:, None]
-
-
-def _ref_svd(ctx, a):
-    u, s, vt = svd_parts(np.asarray(a, np.float64))
-    return {"U": u, "S": s, "Vt": vt}[ctx.attrs.part].astype(ctx.out_np)
-
-
-def _ref_qr(ctx, a):
-    q, r = qr_parts(np.asarray(a, np.float64))
-    return (q if ctx.attrs.part == "Q" else r).astype(ctx.out_np)
-
-
-register(OpDef(
-    kind="Svd", family=FAMILY, attrs=SvdAttrs, payload="struct", caps=BLAS,
-    input_names=("A",), infer=_infer_svd,
-    check=lambda s, a, o: float_dtype(s[0], "Svd", "C2"), reference=_ref_svd,
-    doc="One factor of the thin SVD `A = U·diag(S)·Vt` of `A [m, n]`, k = min(m, n): "
-        "`U [m, k]` with orthonormal columns, `S [k]` descending and >= 0, or `Vt [k, n]` "
-        "with orthonormal rows. Sign convention (so the factors are unique for distinct "
-        "nonzero singular values): in each column of U the pivot entry, the first whose "
-        "magnitude is within 0.1% of the column's largest, is positive, and the matching "
-        "row of Vt takes the same sign flip. Repeated or zero singular values leave U/Vt "
-        "non-unique (S stays unique).",
-    constraints=("C1: A is a matrix [m, n].",
-                 "C2: A is f32 or f64; the factor has A's dtype.",
-                 "C3: A is finite (checked at run time)."),
-    samples=smp.svd_samples, dtypes=DTYPES,
-    accuracy=reduction(8, size_k, "all", reason="S: c·n·eps·σ_max; U, Vt: ∝ eps·σ_max/gap, "
-                                                "samples have gaps >= σ_max/8"),
-    notes=_F64_NOTE.format(what="gesdd") + " RLX returns gesdd's signs unchanged; rlx_ref "
-          "fixes them by the pivot rule. RLX differentiates S only.",
-))
-
-register(OpDef(
-    kind="Qr", family=FAMILY, attrs=QrAttrs, payload="struct", caps=BLAS,
-    input_names=("A",), infer=_infer_qr,
-    check=lambda s, a, o: float_dtype(s[0], "Qr", "C2"), reference=_ref_qr,
-    doc="One factor of the thin QR `A = Q·R` of `A [m, n]`, k = min(m, n), by Householder "
-        "reflections (LAPACK geqrf + orgqr): `Q [m, k]` with orthonormal columns or `R [k, n]` "
-        "upper triangular (trapezoidal when m < n). Sign convention: diag(R) >= 0, the "
-        "column of Q following each row of R, which makes both unique when A's first k "
-        "columns are independent.",
-    constraints=("C1: A is a matrix [m, n].",
-                 "C2: A is f32 or f64; the factor has A's dtype.",
-                 "C3: A is finite (checked at run time)."),
-    samples=smp.qr_samples, dtypes=DTYPES,
-    accuracy=reduction(8, size_k, "all", reason="Householder QR: |δQ| ≲ c·m·eps·κ(A)"),
-    notes=_F64_NOTE.format(what="geqrf + orgqr") + " RLX returns LAPACK's signs unchanged "
-          "(diag(R) may be negative); rlx_ref makes diag(R) >= 0. RLX's forward accepts any "
-          "m, n (k = min); its QR VJP requires m >= n.",
-))
-
+from ._linalg_svd_qr import QrAttrs, SvdAttrs  # noqa: E402,F401  (Svd, Qr)
 from . import _linalg_eigh  # noqa: E402,F401  (registers the Eigh kinds of this family)
