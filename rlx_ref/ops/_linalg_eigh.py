@@ -19,7 +19,9 @@ from .opdef import OpDef, OpError, register, want
 _NOTES = ("RLX's CPU kernels run F64 only (LAPACK dsyevd); rlx_ref also accepts F32, "
           "computed in f64 and rounded once.")
 _SIGNS = ("RLX returns dsyevd's eigenvector signs unchanged; rlx_ref fixes them by the "
-          "pivot rule so the output is unique.")
+          "pivot rule so the output is unique. RLX's dsyevd (uplo 'U' on the column-major "
+          "view) reads the row-major lower triangle, as here; it ignores dsyevd's info, so a "
+          "non-finite A gives whatever LAPACK leaves, where rlx_ref raises an error.")
 
 
 def _static(*dims) -> bool:
