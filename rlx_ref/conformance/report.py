@@ -161,7 +161,7 @@ CATEGORIES = (
     ("Sources & leaves", ("leaves",)),
     ("Elementwise & predication", ("elementwise",)),
     ("Fusion regions", ("region",)),
-    ("Linear algebra", ("linalg",)),
+    ("Linear algebra", ("linalg", "linalg_decomp")),
     ("Normalization", ("normalization",)),
     ("Attention & positional", ("attention",)),
     ("Shape & data movement", ("movement", "indexing")),

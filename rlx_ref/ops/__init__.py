@@ -2,7 +2,7 @@
 
 FAMILIES = (
     "leaves", "elementwise", "linalg", "reduction", "movement", "indexing",
-    "normalization", "attention", "conv", "control", "region", "custom",
+    "normalization", "attention", "conv", "control", "region", "custom", "linalg_decomp",
     "backward_activation", "backward_norm",
     "backward_nn", "backward_conv", "backward_loss", "backward_attention", "backward_scan",
     "quant", "quant_matmul", "fake_quant", "scaled",
