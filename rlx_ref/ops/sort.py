@@ -82,11 +82,12 @@ def _lexsort_axis(key, primary, axis):
 
 def _ref_sort(ctx, x):
     order = sort_order(x, ctx.attrs.axis, ctx.attrs.descending)
-    return np.take_along_axis(x, order, ctx.attrs.axis).astype(ctx.out_np)
+    return np.ascontiguousarray(np.take_along_axis(x, order, ctx.attrs.axis), ctx.out_np)
 
 
 def _ref_argsort(ctx, x):
-    return sort_order(x, ctx.attrs.axis, ctx.attrs.descending).astype(ctx.out_np)
+    order = sort_order(x, ctx.attrs.axis, ctx.attrs.descending)
+    return np.ascontiguousarray(order, ctx.out_np)
 
 
 def _samples(arg: bool):
