@@ -15,7 +15,7 @@ import numpy as np
 
 from ..conformance.accuracy import exact
 from ..ir.dtype import DType
-from ..ir.shape import Dyn, Shape
+from ..ir.shape import Dyn
 from . import _philox
 from ._random_samples import rng_samples, sample_samples
 from ._sample_row import sample_rows
@@ -163,5 +163,9 @@ register(OpDef(
           "can differ where r falls within a few ulps of a cumulative boundary. RLX's sorts "
           "panic on NaN (partial_cmp().unwrap()), so NaN logits with top-k, or NaN "
           "probabilities with top-p, are an error here. RLX reads rank > 2 logits as "
-          "[dim 0, last dim] and ignores the rest; rlx_ref rejects them (C2).",
+          "[dim 0, last dim] and ignores the rest; rlx_ref rejects them (C2). RLX's op.rs "
+          "doc contradicts its executor twice: it says temperature 1.0 'matches a plain "
+          "argmax-of-softmax' and seed 0 uses 'a process-global counter'; the CPU kernel "
+          "samples at every temperature and maps seed 0 to 0xDEADBEEF. rlx_ref follows "
+          "the executor.",
 ))
