@@ -27,7 +27,7 @@ def clamp_temperature(t) -> np.float32:
 
 
 def exp_f32(x: np.ndarray) -> np.ndarray:
-    """Correctly rounded f32 exp (RLX uses its polynomial ``exp_poly``)."""
+    """Correctly rounded f32 exp (RLX calls libm's ``expf``)."""
     with np.errstate(over="ignore", invalid="ignore"):
         return np.exp(x.astype(np.float64)).astype(F32)
 

@@ -158,9 +158,10 @@ register(OpDef(
                  "C5: vocab - 1 is exact in f32 (vocab <= 2^24 + 1)."),
     samples=sample_samples(SampleAttrs), dtypes=(DType.F32,), accuracy=exact(),
     notes="Follows rlx-cpu thunk/ops/reduce.rs sample_row and its executor (one "
-          "Philox4x32 per node run, rows drawn in order). Not modelled: RLX's softmax calls "
-          "its polynomial exp (vmath::exp_poly), rlx_ref a correctly rounded exp, so an id "
-          "can differ where r falls within a few ulps of a cumulative boundary. RLX's sorts "
+          "Philox4x32 per node run, rows drawn in order). RLX's softmax calls the platform "
+          "libm's f32 exp (an older revision used its polynomial vmath::exp_poly); rlx_ref "
+          "takes exp correctly rounded, so an id could differ only where exp is not "
+          "correctly rounded there and r falls on that cumulative boundary. RLX's sorts "
           "panic on NaN (partial_cmp().unwrap()), so NaN logits with top-k, or NaN "
           "probabilities with top-p, are an error here. RLX reads rank > 2 logits as "
           "[dim 0, last dim] and ignores the rest; rlx_ref rejects them (C2). RLX's op.rs "
