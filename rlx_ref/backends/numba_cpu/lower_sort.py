@@ -2,8 +2,8 @@
 
 The input is read as a C-contiguous [outer, n, inner] block; every line (one (outer,
 inner) pair) is sorted on its own, lines in prange from ``numba-cpu:par_elements``
-elements. A line's indices are sorted by a bottom-up merge sort that takes from the right
-run only when its head ranks strictly before the left one, so equal values keep input
+elements. A line's values travel with their source indices through a bottom-up merge sort
+that takes from the right run only when its head ranks strictly before the left one, so equal values keep input
 order (stable, as RLX's ``sort_by``) in both directions; runs of up to 16 are first put
 in order by insertion, which is stable too. Ranking is the oracle's: NaN above +inf.
 f16/bf16 run through f32 shadows (exact both ways); ArgSort writes indices in the
@@ -37,21 +37,25 @@ def _before(a, b, desc):
 
 
 @njit(**_NJ)
-def _line_order(v, idx, tmp, desc):
-    """Stable order of the line ``v`` into ``idx`` (``tmp`` is scratch); returns it."""
+def _line_sort(v, idx, tv, ti, desc):
+    """Sort the line ``v`` with its source indices ``idx`` (``tv``/``ti`` are scratch);
+    returns the (values, indices) arrays that hold the result."""
     n = v.size
     for k in range(n):
         idx[k] = k
     for lo in range(0, n, {run}):
         hi = min(lo + {run}, n)
         for k in range(lo + 1, hi):
-            cur = idx[k]
+            cv = v[k]
+            ci = idx[k]
             j = k - 1
-            while j >= lo and _before(v[cur], v[idx[j]], desc):
+            while j >= lo and _before(cv, v[j], desc):
+                v[j + 1] = v[j]
                 idx[j + 1] = idx[j]
                 j -= 1
-            idx[j + 1] = cur
-    src, dst = idx, tmp
+            v[j + 1] = cv
+            idx[j + 1] = ci
+    sv, si, dv, di = v, idx, tv, ti
     width = {run}
     while width < n:
         for lo in range(0, n, 2 * width):
@@ -59,15 +63,17 @@ def _line_order(v, idx, tmp, desc):
             hi = min(lo + 2 * width, n)
             i, j = lo, mid
             for k in range(lo, hi):
-                if j < hi and (i >= mid or _before(v[src[j]], v[src[i]], desc)):
-                    dst[k] = src[j]
+                if j < hi and (i >= mid or _before(sv[j], sv[i], desc)):
+                    dv[k] = sv[j]
+                    di[k] = si[j]
                     j += 1
                 else:
-                    dst[k] = src[i]
+                    dv[k] = sv[i]
+                    di[k] = si[i]
                     i += 1
-        src, dst = dst, src
+        sv, si, dv, di = dv, di, sv, si
         width *= 2
-    return src
+    return sv, si
 '''
 
 _KERNEL = '''
@@ -80,12 +86,13 @@ def sort_lines{sfx}(out, x, n, inner, desc, arg):
         v = np.empty(n, x.dtype)
         for k in range(n):
             v[k] = x[base + k * inner]
-        order = _line_order(v, np.empty(n, np.int64), np.empty(n, np.int64), desc)
+        sv, si = _line_sort(v, np.empty(n, np.int64), np.empty(n, x.dtype),
+                            np.empty(n, np.int64), desc)
         for k in range(n):
             if arg:
-                out[base + k * inner] = order[k]
+                out[base + k * inner] = si[k]
             else:
-                out[base + k * inner] = v[order[k]]
+                out[base + k * inner] = sv[k]
 '''
 
 
