@@ -165,7 +165,8 @@ CATEGORIES = (
     ("Normalization", ("normalization",)),
     ("Attention & positional", ("attention",)),
     ("Shape & data movement", ("movement", "indexing")),
-    ("Reduction & indexing", ("reduction",)),
+    ("Reduction & indexing", ("reduction", "sort")),
+    ("Random number generation", ("random",)),
     ("Convolution & pooling", ("conv",)),
     ("Quantization — inference", ("quant", "scaled")),
     ("Control flow", ("control",)),
@@ -174,7 +175,8 @@ CATEGORIES = (
     ("Backward / training ops", ("backward",)),
 )
 KIND_CATEGORY = {"CustomFn": "Custom",     # RLX lists CustomFn beside Custom
-                 "GroupedMatMul": "Linear algebra", "LoraMatMul": "Linear algebra"}
+                 "GroupedMatMul": "Linear algebra", "LoraMatMul": "Linear algebra",
+                 "Sample": "Reduction & indexing"}   # RLX: beside TopK, not with the RNGs
 OTHER = "Other"                            # a family no category names yet
 _ANNOTATION = {"native": "", "rewritten": "ᵁ", "decomposed": "ᴰ", "host": "ᴴ"}
 

@@ -37,6 +37,8 @@ TABLE = LoweringTable("numba-cpu", __package__, (
     "lower_fake_quant",
     "lower_quant",
     "lower_quant_int",
+    "lower_sort",
+    "lower_random",
 ))
 LOWERINGS = TABLE.entries
 
