@@ -128,6 +128,15 @@ def _prep_count(size: int, a):
     return None if rest < 0 or rest % 15 else 1 + rest // 15
 
 
+def _infer_prep(shapes, a):
+    """The prepare buffer's length; None (left to the checks) for a bad frame or dynamic N."""
+    n3 = _numel(shapes[0])
+    if n3 is None or a.tile_size < 1:
+        return None
+    size = R.prep_len(n3 // 3, a.max_list_entries, a.width, a.height, a.tile_size)
+    return Shape((size,), shapes[0].dtype)
+
+
 def _image(a):
     return lambda shapes, _a: Shape((a(_a),), shapes[0].dtype)
 
@@ -176,9 +185,7 @@ register(OpDef(
 register(OpDef(
     kind="GaussianSplatPrepare", family="splat", attrs=SplatRenderAttrs, payload="struct",
     arity=7, caps=Caps.NONE, input_names=SCENE, dtypes=(DType.F32,),
-    infer=lambda s, a: Shape((R.prep_len(_numel(s[0]) // 3, a.max_list_entries, a.width,
-                                         a.height, a.tile_size),), s[0].dtype)
-    if _numel(s[0]) is not None else None,
+    infer=_infer_prep,
     check=lambda s, a, o: _check_scene(s, a, "GaussianSplatPrepare"),
     reference=_ref_prepare, doc=PREPARE_DOC, constraints=SCENE_CONSTRAINTS,
     samples=prepare_samples, notes=NOTES,
