@@ -1,6 +1,7 @@
 """Gaussian splat kinds: Render = Rasterize ∘ Prepare, the prepare layout, hand-computed
 pixels, depth order, early exit and the verifier's rules."""
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -181,3 +182,38 @@ def test_backward_is_listed_not_registered():
     with pytest.raises(KeyError):
         get("GaussianSplatRenderBackward")
     assert "finite differences" in NOT_REGISTERED["GaussianSplatRenderBackward"]
+
+
+# ── RLX's own outputs ──────────────────────────────────────────────────────
+# tests/data/splat_rlx_cpu.npz holds, for the sample scenes and six random ones, the image
+# of rlx-splat's `render_reference` and the buffer of `prepare_raster_from_slices` +
+# `pack_prepared` (RLX's CPU splat reference built from its sources, f32 bit patterns).
+
+VECTORS = Path(__file__).parent / "data" / "splat_rlx_cpu.npz"
+
+
+def _vectors():
+    z = np.load(VECTORS)
+    for i in range(len({k.split("_")[0] for k in z.files})):
+        x = tuple(z[f"{i}_{n}"] for n in NAMES)
+        w, h, ts, rs, cut, steps, tmin, lst = z[f"{i}_attrs"]
+        a = SplatRenderAttrs(int(w), int(h), int(ts), float(rs), float(cut), int(steps),
+                             float(tmin), int(lst))
+        yield i, x, a, z[f"{i}_image"], z[f"{i}_prep"]
+
+
+@pytest.mark.parametrize("case", list(_vectors()), ids=lambda c: f"case{c[0]}")
+def test_matches_rlx_cpu_reference(case):
+    """Equal to RLX's f32 code up to transcendental-function ulps; lists and flags exact."""
+    _, x, a, image, prep = case
+    np.testing.assert_allclose(run_single("GaussianSplatRender", a, *x), image,
+                               rtol=1e-5, atol=2e-6)
+    got = run_single("GaussianSplatPrepare", a, *x)
+    n = x[0].size // 3
+    discrete = np.zeros(got.size, bool)
+    discrete[4 * n:5 * n] = True                                   # valid flags
+    lo = 15 * n
+    tw, th = -(-a.width // a.tile_size), -(-a.height // a.tile_size)
+    discrete[lo:lo + a.max_list_entries + 2 * tw * th] = True      # ids and ranges
+    np.testing.assert_array_equal(got[discrete], prep[discrete])
+    np.testing.assert_allclose(got[~discrete], prep[~discrete], rtol=1e-5, atol=2e-6)

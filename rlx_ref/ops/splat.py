@@ -117,9 +117,9 @@ def _check_raster(shapes, a, kind="GaussianSplatRasterize"):
     size = _numel(shapes[0])
     if size is not None:
         n = _prep_count(size, a)
+        base = R.prep_len(1, a.max_list_entries, a.width, a.height, a.tile_size)
         want(n is not None, f"(C4) prep holds {size} floats, which is no prepare-buffer length "
-                            f"for these attributes ({R.prep_len(1, a.max_list_entries, a.width, a.height, a.tile_size)}"
-                            f" + 15·(N - 1) expected)")
+                            f"for these attributes ({base} + 15·(N - 1) expected)")
 
 
 def _prep_count(size: int, a):
