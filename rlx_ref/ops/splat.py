@@ -45,6 +45,7 @@ class _Rounded:
                 object.__setattr__(self, f.name, F32.normalize(getattr(self, f.name)))
 
 
+_CUT255 = float(np.float32(1.0 / 255.0))    # RLX default 1/255, as stored in f32
 _W = dict(doc="framebuffer width in pixels (>= 1)")
 _H = dict(doc="framebuffer height in pixels (>= 1)")
 _TS = dict(doc="square tile edge in pixels (>= 1); tiles are row-major, ceil(W/ts) across")
@@ -60,7 +61,7 @@ class SplatRenderAttrs(_Rounded):
     height: int = attr(U32, 64, **_H)
     tile_size: int = attr(U32, 16, **_TS)
     radius_scale: float = attr(F32, 1.6, doc="multiplies every splat's sigma")
-    alpha_cutoff: float = attr(F32, 1.0 / 255.0, **_CUT)
+    alpha_cutoff: float = attr(F32, _CUT255, **_CUT)
     max_splat_steps: int = attr(U32, 32, **_STEPS)
     transmittance_threshold: float = attr(F32, 0.01, **_TMIN)
     max_list_entries: int = attr(U32, 576, **_LIST)
@@ -71,7 +72,7 @@ class SplatRasterAttrs(_Rounded):
     width: int = attr(U32, 64, **_W)
     height: int = attr(U32, 64, **_H)
     tile_size: int = attr(U32, 16, **_TS)
-    alpha_cutoff: float = attr(F32, 1.0 / 255.0, **_CUT)
+    alpha_cutoff: float = attr(F32, _CUT255, **_CUT)
     max_splat_steps: int = attr(U32, 32, **_STEPS)
     transmittance_threshold: float = attr(F32, 0.01, **_TMIN)
     max_list_entries: int = attr(U32, 576, **_LIST)
