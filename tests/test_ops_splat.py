@@ -253,3 +253,15 @@ def test_numba_claims():
              ("GaussianSplatRasterize", "GaussianSplatPrepare", "GaussianSplatRender")}
     assert paths == {"GaussianSplatRasterize": "native", "GaussianSplatPrepare": "host",
                      "GaussianSplatRender": "host"}
+
+
+def test_a_listed_id_past_n_is_refused():
+    x, a, _, _ = _cases()[0]
+    prep = run_single("GaussianSplatPrepare", a, *x).copy()
+    prep[15 * 3] = 7.0                       # the first listed splat id; N is 3
+    ra = _raster_attrs(a)
+    with pytest.raises(Exception, match="C4"):
+        run_single("GaussianSplatRasterize", ra, prep, x[6])
+    pytest.importorskip("numba")
+    with pytest.raises(Exception, match="splat id"):
+        _numba("GaussianSplatRasterize", ra, (prep, x[6]))

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._splat_geom import SUPPORT_SIGMA, Camera, outline_ellipse, quat_rotate, splat_colors
+from .opdef import want
 
 GAMMA = 2.2                           # OUTPUT_GAMMA
 NO_RANGE = 0xFFFF_FFFF                # an empty tile's start (u32::MAX)
@@ -130,6 +131,8 @@ def rasterize(p: Projected, values, ranges, cam: Camera, tile_size, tile_width, 
             acc, trans = [F(0), F(0), F(0)], F(1)
             for sid in values[start:end]:
                 sid = int(sid)
+                want(sid < len(p.valid), f"(C4) the tile list names splat {sid}, but the "
+                                         f"buffer holds {len(p.valid)}")
                 if not p.valid[sid]:
                     continue
                 a = ray_alpha(p, sid, ray, cut)

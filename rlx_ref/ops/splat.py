@@ -18,6 +18,7 @@ from ..ir.dtype import DType
 from ..ir.shape import Shape
 from . import _splat_bin as B
 from . import _splat_raster as R
+from ._splat_docs import NOTES, PREPARE_DOC, RASTER_DOC, RENDER_DOC, SCENE_CONSTRAINTS
 from ._splat_samples import prepare_samples, rasterize_samples, render_samples
 from .codec import F32, U32, attr
 from .opdef import Caps, OpDef, register, want
@@ -32,7 +33,9 @@ NOT_REGISTERED = {
         "unsorted keys), clips per-pixel and per-hit gradients at loss_grad_clip, writes the "
         "colour gradient into the SH DC slot without the C0 factor, takes the opacity "
         "gradient as max(raster term, dα·α(1-α)), and may reuse a process-wide cached forward "
-        "instead of its inputs. Its result cannot match finite differences of Render.",
+        "instead of its inputs. Its result cannot match finite differences of Render. (This "
+        "is the in-tree rlx-splat of RLX 0.2.2; at 01df7d9 the renderer lives out of tree "
+        "and its backward cannot be read at all.)",
 }
 
 
@@ -171,8 +174,6 @@ def _ref_rasterize(ctx, prep, meta):
 
 _IMAGE_ACC = reduction(4, 64, "all", reason="a composite of ~64 rounded steps per pixel; "
                        "tile binning is discrete, so inputs keep away from its boundaries")
-from ._splat_docs import (PREPARE_DOC, RASTER_DOC, RENDER_DOC, SCENE_CONSTRAINTS,  # noqa: E402
-                          NOTES)
 
 register(OpDef(
     kind="GaussianSplatRender", family="splat", attrs=SplatRenderAttrs, payload="struct",
