@@ -36,7 +36,8 @@ _RASTER = (
     "linearised background `max(bg, 0)^2.2` with alpha 1. Otherwise its ray (through the "
     "pixel centre) meets each listed valid splat with `alpha = o·exp(-rho²/2)`, rho the "
     "distance of the ray's closest approach in the splat's frame of sigma = "
-    "exp(scale)·radius_scale (alpha 0 when that point is behind the camera); alphas below alpha_cutoff are skipped; colour accumulates "
+    "exp(scale)·radius_scale (alpha 0 when that point is behind the camera); alphas "
+    "below alpha_cutoff are skipped; colour accumulates "
     "front to back `C += T·alpha·rgb, T *= 1 - alpha`, stopping once T < "
     "transmittance_threshold. Output `[H·W·4]` row-major RGBA: rgb = max(C + T·bg, 0)^2.2 "
     "(the sRGB background composited, then the gamma), alpha = 1 - T. ")

@@ -47,7 +47,8 @@ def _qrot(vx, vy, vz, w, qx, qy, qz):
 
 @njit(**_NJ)
 def _alpha(prep, n, i, rx, ry, rz, cut):
-    """Opacity · gaussian at the ray's closest approach to splat i (ray_splat_intersection_alpha)."""
+    """Opacity · gaussian at the ray's closest approach to splat i (RLX's
+    ray_splat_intersection_alpha)."""
     o = min(max(prep[4 * i + 3], F(0)), F(1))
     if o < cut:
         return F(0)
