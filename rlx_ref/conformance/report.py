@@ -170,6 +170,7 @@ CATEGORIES = (
     ("Convolution & pooling", ("conv",)),
     ("Quantization — inference", ("quant", "scaled")),
     ("Control flow", ("control",)),
+    ("3D Gaussian splatting", ("splat",)),
     ("Custom", ("custom",)),
     ("Quantization — training", ("fake_quant",)),
     ("Backward / training ops", ("backward",)),
