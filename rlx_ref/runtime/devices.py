@@ -7,14 +7,15 @@ A ``Device`` is an RLX label plus the backend spec it runs on (``rlx_ref.backend
 |---------------------------------------------|--------------|--------------------------|
 | ``cpu``, ``numba-cpu``                      | ``cpu``      | ``numba-cpu``            |
 | ``cpu-ref``, ``reference``                  | ``reference``| ``reference`` (oracle)   |
-| ``gpu``, ``wgpu``                           | ``gpu``      | the first GPU: a real CUDA GPU, else the first OpenCL GPU |
+| ``gpu``, ``wgpu``                           | ``gpu``      | the first GPU (below)    |
 | ``cuda``, ``nvidia``, ``cuda:N``            | ``cuda[:N]`` | ``cuda[:N]``             |
 | ``opencl``, ``opencl:P``, ``opencl:P:D``    | ``opencl[:P:D]`` | ``opencl[:P:D]``     |
 | ``rocm``, ``amd``, ``hip``                  | ``rocm``     | ``opencl:amd``           |
 | ``oneapi``, ``intel``, ``sycl``, ``level-zero`` | ``oneapi`` | ``opencl:intel``       |
 | ``metal``, ``apple``, ``mtl``               | ``metal``    | ``opencl:apple``         |
 
-Any other backend name the registry knows (``broken``, entry points) and ``module:object``
+``gpu`` is a real CUDA GPU when numba sees one (not the simulator), else the first
+OpenCL device of GPU type. Any other backend name the registry knows (``broken``, entry points) and ``module:object``
 specs are devices too, labelled by their spec. Names are matched case-insensitively, as RLX.
 """
 from __future__ import annotations

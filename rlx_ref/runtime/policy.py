@@ -71,7 +71,8 @@ class DevicePolicy:
 
     @classmethod
     def from_env(cls) -> DevicePolicy:
-        """``RLX_DEVICES``, ``RLX_DENY_DEVICES``, ``RLX_PREFER_DEVICES``, ``RLX_BENCHMARK_PICK``."""
+        """The policy in ``RLX_DEVICES``, ``RLX_DENY_DEVICES``, ``RLX_PREFER_DEVICES`` and
+        ``RLX_BENCHMARK_PICK``."""
         return cls._from_values(
             ("RLX_DEVICES", get("RLX_DEVICES")), ("RLX_DENY_DEVICES", get("RLX_DENY_DEVICES")),
             ("RLX_PREFER_DEVICES", get("RLX_PREFER_DEVICES")), get("RLX_BENCHMARK_PICK"))
