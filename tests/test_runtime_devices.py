@@ -261,3 +261,28 @@ def test_device_variables_from_a_shell():
     assert out.returncode == 0 and out.stdout.split()[0] == "cpu", out.stderr
     out = _shell(code, RLX_DEVICE="tpu")
     assert out.returncode == 1 and "RLX_DEVICE='tpu': unknown device 'tpu'" in out.stderr
+
+
+def test_registry_specs_still_reach_session_and_names_are_parsed_once():
+    s = rlx_ref.Session("numba-cpu+fault:ew-tail-serial")       # not a device name
+    assert s.device == s.label == "numba-cpu+fault:ew-tail-serial"
+    with pytest.raises(rlx_ref.SessionError, match="unknown device 'numba-cpu\\+fault:nope'"):
+        rlx_ref.Session("numba-cpu+fault:nope")
+    with pytest.raises(DeviceParseError):
+        parse_device("numba-cpu+fault:ew-tail-serial")
+    assert parse_device("Broken") is parse_device("Broken")
+
+
+def test_labels_on_one_backend_share_it_and_emulated_devices_rank_after_the_cpu():
+    from rlx_ref.runtime.devices import backend_for, backend_key, emulated
+
+    assert backend_key("cpu") == backend_key("numba-cpu") != backend_key("reference")
+    if not is_available("opencl"):
+        pytest.skip(availability("opencl")[1])
+    p, d = backend_for("opencl")._device()[0].index
+    assert backend_key("opencl") == backend_key(f"opencl:{p}:{d}") != backend_key("cpu")
+    order = [x.label for x in DevicePolicy.all().apply(["reference", "opencl", "cpu"])]
+    if emulated("opencl") and is_available("cpu"):
+        assert order == ["cpu", "opencl", "reference"]      # PoCL on the host CPU
+    else:
+        assert order == ["opencl", "cpu", "reference"]

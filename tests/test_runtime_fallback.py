@@ -58,7 +58,7 @@ def test_run_with_fallback_keeps_going_and_lists_every_attempt():
         run_with_fallback(g, pol, [], lambda d: 1)
 
 
-def test_a_chain_falls_back_past_compile_and_run_failures():
+def test_a_chain_falls_back_past_compile_and_run_failures(capsys):
     g = cumsum_graph()
     names = (FAIL_COMPILE, FAIL_RUN, "broken", "reference")
     gd = GraphDevices(g, _policy(*names))
@@ -68,6 +68,12 @@ def test_a_chain_falls_back_past_compile_and_run_failures():
                              {"x": X})
     assert label == "reference"
     np.testing.assert_allclose(outs[0], np.cumsum(X + W))
+    assert [lbl for lbl, _ in gd.last_skipped] == [FAIL_COMPILE, FAIL_RUN, "broken", "cuda:9"]
+    assert gd.last_skipped[0][1] == COMPILE_ERROR and gd.last_skipped[1][1] == RUN_ERROR
+    with overrides(RLX_VERBOSE="1"):
+        gd.run_try(["broken", "reference"], {"x": X})
+    err = capsys.readouterr().err
+    assert "rlx-ref: ran on reference after the chain skipped broken: " in err
     with pytest.raises(DeviceFallbackError) as info:
         gd.run_try([FAIL_COMPILE, FAIL_RUN, "broken", "cpu"], {"x": X})
     text = str(info.value)

@@ -15,8 +15,9 @@ A ``Device`` is an RLX label plus the backend spec it runs on (``rlx_ref.backend
 | ``metal``, ``apple``, ``mtl``               | ``metal``    | ``opencl:apple``         |
 
 ``gpu`` is a real CUDA GPU when numba sees one (not the simulator), else the first
-OpenCL device of GPU type. Any other backend name the registry knows (``broken``, entry points) and ``module:object``
-specs are devices too, labelled by their spec. Names are matched case-insensitively, as RLX.
+OpenCL device of GPU type. Any other backend name the registry knows (``broken``, entry
+points) and ``module:object`` specs are devices too, labelled by their spec. Names are
+matched case-insensitively, as RLX.
 """
 from __future__ import annotations
 
@@ -83,10 +84,22 @@ def _indexed(kind: str, rest: str, text: str) -> Device:
     return Device(label, label)
 
 
+_PARSED: dict = {}            # text -> Device: a run names its device on every call
+
+
 def parse_device(text) -> Device:
     """``text`` (or a Device) as a Device; ``DeviceParseError`` lists the valid names."""
     if isinstance(text, Device):
         return text
+    dev = _PARSED.get(text)
+    if dev is None:
+        dev = _parse(text)
+        with _LOCK:
+            _PARSED[text] = dev
+    return dev
+
+
+def _parse(text) -> Device:
     raw = str(text).strip()
     key = raw.lower()
     if not key:
@@ -205,10 +218,11 @@ def _entry(device: Device) -> tuple:
 
 
 def clear_backends() -> None:
-    """Forget the backends made so far (after the environment changed)."""
+    """Forget the backends and parsed names so far (after the environment changed)."""
     with _LOCK:
         _BACKENDS.clear()
         _KEYS.clear()
+        _PARSED.clear()
 
 
 def availability(device) -> tuple:

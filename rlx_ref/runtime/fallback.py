@@ -3,6 +3,9 @@ order; a device that fails does not stop the chain, and when all fail the error 
 every attempt with its error."""
 from __future__ import annotations
 
+import sys
+
+from ..env_registry import flag
 from .devices import parse_device
 
 
@@ -32,20 +35,29 @@ class DeviceFallbackError(RuntimeError):
 NOT_VIABLE = "not viable for this graph under policy"
 
 
-def try_chain(chain, viable, run) -> tuple:
+def try_chain(chain, viable, run, attempts: list | None = None) -> tuple:
     """``(device, run(device))`` for the first device of ``chain`` in ``viable`` whose run
-    returns; else ``DeviceFallbackError`` with every attempt (non-viable ones included)."""
-    attempts, errors = [], []
+    returns; else ``DeviceFallbackError`` with every attempt (non-viable ones included).
+    ``attempts``, when given, receives the failed attempts even on success, so a caller
+    can show that work left its first device (RLX_VERBOSE prints it)."""
+    attempts = attempts if attempts is not None else []
+    errors = []
     for dev in (parse_device(d) for d in chain):
         if dev not in viable:
             attempts.append((dev, NOT_VIABLE))
             errors.append(None)
             continue
         try:
-            return dev, run(dev)
+            value = run(dev)
         except Exception as e:  # noqa: BLE001 - any failure moves on to the next device
             attempts.append((dev, error_text(e)))
             errors.append(e)
+            continue
+        if attempts and flag("RLX_VERBOSE"):
+            tried = "; ".join(f"{d.label}: {m}" for d, m in attempts)
+            print(f"rlx-ref: ran on {dev.label} after the chain skipped {tried}",
+                  file=sys.stderr)
+        return dev, value
     if not attempts:
         attempts.append((parse_device("cpu"), "empty fallback chain"))
         errors.append(None)

@@ -39,6 +39,7 @@ class GraphDevices:
     def __init__(self, graph, policy: DevicePolicy | None = None):
         self.graph = graph
         self._lock = threading.Lock()           # orders params, cache and device locks
+        self.last_skipped: list = []            # (label, error) the last run_try passed over
         self._set_policy(policy or DevicePolicy.all())
 
     @classmethod
@@ -171,8 +172,11 @@ class GraphDevices:
 
     def run_try(self, chain, inputs: dict) -> tuple:
         """``(label, outputs)`` from the first device of ``chain`` that compiles and runs;
-        ``DeviceFallbackError`` lists every attempt when none does."""
-        dev, outs = try_chain(chain, self._supported, lambda d: self.run(d, inputs))
+        ``DeviceFallbackError`` lists every attempt when none does. ``last_skipped`` keeps
+        the ``(label, error)`` of the devices passed over on the way."""
+        skipped: list = []
+        dev, outs = try_chain(chain, self._supported, lambda d: self.run(d, inputs), skipped)
+        self.last_skipped = [(d.label, msg) for d, msg in skipped]
         return dev.label, outs
 
     def run_chain(self, inputs: dict, device=None) -> tuple:
