@@ -2,7 +2,8 @@
 
 Public API: the IR (``DType``, ``Shape``, ``Dyn``, ``Graph``, ``Op``), the DSL
 (``graph``, ``Node``), the text form (``parse``), the verifier (``verify``,
-``verify_or_raise``), the oracle (``interpret``, ``Session``) and the op registry
+``verify_or_raise``), the oracle (``interpret``, ``Session``), devices, policies and
+fallback (``parse_device``, ``DevicePolicy``, ``GraphDevices``, ...) and the op registry
 (``opdef``, ``opdefs``, ``register_custom``) and the transforms (``grad``,
 ``grad_with_loss``, ``jvp``, ``hvp``, ``vmap``, ``gradcheck``; more in ``rlx_ref.autodiff``; DSL: ``g.grad(loss, wrt=[...])``).
 """
@@ -15,6 +16,14 @@ from .ir.text import TextParseError, parse
 from .ir.verify import GraphVerifyError, verify, verify_or_raise
 from .interpret import InterpretError, Interpreter, interpret
 from .runtime.session import CompiledGraph, Session, SessionError
+from .runtime.devices import (Device, DeviceParseError, available_devices, device_label,
+                              is_available, parse_device, parse_device_list)
+from .runtime.policy import DevicePolicy, device_report, resolve_device, resolve_device_chain
+from .runtime.device_cost import fastest_device_for
+from .runtime.fallback import DeviceFallbackError, run_with_fallback
+from .runtime.graph_devices import GraphDevices
+from .runtime.flexible import DeviceRouter, FlexibleSession
+from .runtime.manifest import backends_manifest
 from .ops.opdef import OpDef, all_opdefs as opdefs, get as opdef
 from .ops.custom import register_custom, unregister_custom
 from .autodiff import AutodiffError, grad, grad_with_loss, gradcheck, hvp, jvp, vmap
@@ -30,6 +39,10 @@ __all__ = [
     "verify_or_raise", "InterpretError", "Interpreter", "interpret", "CompiledGraph",
     "Session", "SessionError", "OpDef", "opdefs", "opdef", "register_custom",
     "unregister_custom", "AutodiffError", "grad", "grad_with_loss", "gradcheck", "hvp", "jvp",
-    "vmap", "load_gguf", "write_gguf",
+    "vmap", "load_gguf", "write_gguf", "Device", "DeviceParseError", "available_devices",
+    "device_label", "is_available", "parse_device", "parse_device_list", "DevicePolicy",
+    "device_report", "resolve_device", "resolve_device_chain", "fastest_device_for",
+    "DeviceFallbackError", "run_with_fallback", "GraphDevices", "DeviceRouter",
+    "FlexibleSession", "backends_manifest",
     "__version__",
 ]

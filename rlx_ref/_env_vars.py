@@ -6,6 +6,23 @@ from ._env_record import EnvVar as V
 OPENCL_KERNEL_STYLES = ("auto", "gpu", "cpu")
 
 VARS = (
+    # devices (RLX's names and meanings; lists: names split on commas, semicolons, spaces)
+    V("RLX_DEVICE", "device", "str",
+      "default device hint for resolved runs (cpu, cpu-ref, gpu, cuda[:N], opencl[:P:D], "
+      "rocm, oneapi, metal, ...)", rlx=True),
+    V("RLX_DEVICES", "device", "str",
+      "allow-list of devices for DevicePolicy.from_env (e.g. cpu,opencl)", rlx=True),
+    V("RLX_DENY_DEVICES", "device", "str",
+      "block-list of devices for DevicePolicy.from_env", rlx=True),
+    V("RLX_PREFER_DEVICES", "device", "str",
+      "tie-break order of devices for DevicePolicy.from_env", rlx=True),
+    V("RLX_BENCHMARK_PICK", "device", "int",
+      "pick the device by a one-time micro-benchmark of N runs (needs inputs)", rlx=True),
+    V("RLX_DEVICE_CHAIN", "device", "str",
+      "fallback order when a device fails (e.g. cuda,opencl,cpu)", rlx=True),
+    V("RLX_FORCE_DEVICE", "device", "str",
+      "hard-pin the device, overriding the cost model's choice (and the policy)",
+      stability="bisect", rlx=True),
     # compile and reports (RLX's names and meanings)
     V("RLX_DISPATCH_REPORT", "compile", "flag",
       "print the dispatch report (which kernel runs each node) to stderr on every compile",

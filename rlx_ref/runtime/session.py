@@ -27,22 +27,34 @@ class SessionError(ValueError):
 
 
 class Session:
-    """A device to compile graphs for: ``"reference"`` (the oracle; alias ``cpu-ref``) or
-    any backend name known to ``rlx_ref.backends.registry`` (``"numba-cpu"``, ...)."""
+    """A device to compile graphs for: an RLX device name (``"cpu"`` runs numba-cpu,
+    ``"cpu-ref"``/``"reference"`` the oracle, ``"gpu"``, ``"cuda:N"``, ``"opencl:P:D"``,
+    ... see ``rlx_ref.runtime.devices``) or any backend spec ``rlx_ref.backends.registry``
+    takes. ``device`` is the backend's name; ``label`` the RLX device label."""
 
     def __init__(self, device: str = "reference", float64: bool = False):
         from ..backends.base import BackendUnavailable
         from ..backends.registry import get_backend
+        from .devices import DeviceParseError, availability, backend_for, parse_device
 
         self.float64 = float64
         self.backend = None
-        if device in DEVICES + ("cpu-ref",):
+        try:
+            dev = parse_device(device)
+        except DeviceParseError as e:       # a registry-only spec: faults, options
+            dev, parse_error = None, e
+        self.label = dev.label if dev is not None else str(device)
+        if dev is not None and dev.spec == "reference":
             self.device = "reference"
             return
         try:
-            self.backend = get_backend(device)
-        except BackendUnavailable as e:
-            raise SessionError(f"unknown device {device!r}: {e}") from None
+            self.backend = backend_for(dev) if dev is not None else get_backend(device)
+        except BackendUnavailable as e:   # a spec's own error, else the valid names
+            why = e if any(c in str(device) for c in "+/:") else parse_error
+            raise SessionError(f"unknown device {device!r}: {why}") from None
+        if self.backend is None:
+            raise SessionError(f"device {device!r} is unavailable here: "
+                               f"{availability(dev)[1]}")
         ok, why = self.backend.availability()
         if not ok:
             raise SessionError(f"device {device!r} is unavailable here: {why}")
