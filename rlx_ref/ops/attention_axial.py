@@ -90,7 +90,7 @@ def _samples(rng):
     # head_dim 4, one head: lanes (0, 1) turn by tx, lanes (2, 3) by ty; grid 2 wide, so
     # token 3 sits at (tx, ty) = (1, 1) and both pairs turn by 1 radian
     x = np.tile(np.array([1, 0, 0, 1], f), (1, 4, 1))
-    c1, s1 = math.cos(1.0), math.sin(1.0)
+    c1, s1 = np.cos(f(1.0)), np.sin(f(1.0))     # f32, as the f32 oracle forms them
     expect = np.array([[[1, 0, 0, 1], [c1, s1, 0, 1], [1, 0, -s1, c1],
                         [c1, s1, -s1, c1]]], f)
     return [
