@@ -26,6 +26,7 @@ TABLE = LoweringTable("numba-cpu", __package__, (
     "lower_linalg_decomp",
     "lower_attention",
     "lower_conv",
+    "lower_conv3d",
     "lower_movement",
     "lower_reduce",
     "lower_norm",
