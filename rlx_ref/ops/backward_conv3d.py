@@ -15,8 +15,8 @@ from ..conformance.accuracy import reduction
 from . import _conv3d_ref as R3
 from .backward_conv import _forward, _same_dy
 from .codec import USIZE, ListOf, attr
-from .conv import FLOATS, PoolAttrs, _pool_geometry, _window
-from .conv3d import Conv3dAttrs, conv3d_geometry
+from .conv import PoolAttrs, _pool_geometry, _window
+from .conv3d import SAMPLED, Conv3dAttrs, conv3d_geometry
 from .opdef import Caps, OpDef, compute_dtype, register, want
 
 BLAS_BOUNDARY = Caps.BLAS | Caps.FUSION_BOUNDARY
@@ -77,7 +77,7 @@ register(OpDef(
         "C2: dy is that pool's output [N, C, D_out, H_out, W_out] with x's dtype; the output "
         "has x's shape and dtype.",
     ),
-    samples=_lazy_samples("maxpool3d_backward_samples"), dtypes=FLOATS,
+    samples=_lazy_samples("maxpool3d_backward_samples"), dtypes=SAMPLED,
     accuracy=reduction(2, lambda a, s: int(np.prod(a.kernel_size)), "all"),
     notes="RLX's CPU kernel (`maxpool3d_backward_ncdhw`) takes the first in-range position "
           "and then a strict `>`, so a NaN wins only when it comes first; here the first NaN "
@@ -169,7 +169,7 @@ register(OpDef(
         "x's, declared on the node (positions the forward's floor left unread get 0). "
         + _GEOMETRY,
     constraints=_CONSTRAINTS,
-    samples=_lazy_samples("conv3d_backward_input_samples"), dtypes=FLOATS,
+    samples=_lazy_samples("conv3d_backward_input_samples"), dtypes=SAMPLED,
     accuracy=reduction(2, lambda a, s: s[1].dims[0] // a.groups * int(np.prod(a.kernel_size))),
     notes="RLX's builder takes the output shape from the caller; the check rebuilds the "
           "forward Conv3d from it. RLX's CPU reads stride/padding/dilation per axis from the "
@@ -185,7 +185,7 @@ register(OpDef(
         "ow·sW + l·dW − pW] · dy[n, co, od, oh, ow]` (g = co's group, zero padding). The "
         "output shape is w's, declared on the node. " + _GEOMETRY,
     constraints=_CONSTRAINTS,
-    samples=_lazy_samples("conv3d_backward_weight_samples"), dtypes=FLOATS,
+    samples=_lazy_samples("conv3d_backward_weight_samples"), dtypes=SAMPLED,
     accuracy=reduction(2, lambda a, s: max(1, s[1].numel // max(1, s[1].dims[1]))),
     notes="RLX's builder takes the output shape from the caller (w's shape); the check "
           "rebuilds the forward Conv3d from it.",

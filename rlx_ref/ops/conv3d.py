@@ -11,16 +11,20 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..conformance.accuracy import exact, reduction
+from ..ir.dtype import DType
 from ..ir.shape import Shape
 from . import _conv3d_ref as R3
 from . import _conv_ref as R
 from .codec import USIZE, ListOf, TupleOf, attr
-from .conv import FLOATS, _dims_or_none, _float_operands
+from .conv import _dims_or_none, _float_operands
 from .opdef import Caps, OpDef, compute_dtype, register, want
 
 BLAS_BOUNDARY = Caps.BLAS | Caps.FUSION_BOUNDARY
 _TRIPLE = TupleOf(USIZE, USIZE, USIZE)
 AXES = "DHW"
+# the dtypes conformance samples: RLX runs these kinds in f32; f16/bf16 also verify here
+# (they compute in f32) but are not sampled, to keep the default suite small
+SAMPLED = (DType.F32, DType.F64)
 
 
 @dataclass(frozen=True)
@@ -129,7 +133,7 @@ register(OpDef(
         "C5: the dilated kernel fits the padded input on each axis: in + 2p >= d(k−1) + 1.",
         "C6: the output is [N, C_out, D_out, H_out, W_out].",
     ),
-    samples=_lazy_samples("conv3d_samples"), dtypes=FLOATS,
+    samples=_lazy_samples("conv3d_samples"), dtypes=SAMPLED,
     accuracy=reduction(2, lambda a, s: s[1].numel // s[1].dims[0]),  # C_in/groups · kvol
     notes="RLX's builder computes the shape with conv3d_output_shape; rlx_ref infers the same "
           "and rejects a kernel that fits nowhere (C5). RLX's CPU is f32 only; 16-bit floats "
@@ -156,7 +160,7 @@ register(OpDef(
         "C5: the input is non-empty spatially and D_out, H_out, W_out >= 1.",
         "C6: the output is [N, C_out, D_out, H_out, W_out].",
     ),
-    samples=_lazy_samples("conv_transpose3d_samples"), dtypes=FLOATS,
+    samples=_lazy_samples("conv_transpose3d_samples"), dtypes=SAMPLED,
     accuracy=reduction(2, lambda a, s: s[1].dims[0] // a.groups * int(np.prod(s[1].dims[2:]))),
     notes="The output_padding < max(stride, dilation) rule is PyTorch's; RLX does not check "
           "it. RLX's CPU kernel takes the output size from the declared shape and ignores "
@@ -199,7 +203,7 @@ register(OpDef(
         "C3: the input volume is non-empty (D, H, W >= 1).",
         "C4: the output is [N, C, *size] with x's dtype.",
     ),
-    samples=_lazy_samples("interpolate3d_samples"), dtypes=FLOATS, accuracy=exact(),
+    samples=_lazy_samples("interpolate3d_samples"), dtypes=SAMPLED, accuracy=exact(),
     notes="RLX's op doc gives the mapping; its graph builder `interpolate3d` is a separate "
           "decomposition (half-pixel or align-corners grids) that never emits this kind. "
           "RLX computes the index in f32 arithmetic on some backends; the exact integer "
