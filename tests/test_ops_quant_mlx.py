@@ -76,3 +76,26 @@ def test_verifier_rejects(scheme, wbytes, sshape, needle):
     msgs = verify_single("DequantGroupedMatMulMlx", SchemeAttrs(scheme), shapes,
                          Shape((3, 2), DType.F32))
     assert any(needle in m for m in msgs), msgs
+
+
+@pytest.mark.parametrize("scheme,bits", [(("MlxAffine", {"bits": 3, "group_size": 32}), 3),
+                                         (("MlxAffine", {"bits": 5, "group_size": 32}), 5),
+                                         (("MlxAffine", {"bits": 6, "group_size": 16}), 6),
+                                         (("MlxMxfp4", {"group_size": 32}), 4)])
+def test_numba_cpu_kernel_matches_the_oracle(scheme, bits):
+    pytest.importorskip("numba")
+    from rlx_ref.backends.registry import get_backend
+    from rlx_ref.interpret import interpret
+    from rlx_ref.ops.single import single_op_graph
+
+    m, k, n, e = 6, 64, 5, 3
+    x, codes, sc, bi = operands(m, k, n, e, bits, dict(scheme[1])["group_size"])
+    ids = np.array([2, 0, 1, 2, 9, -1], F)       # the last two clamp to 2 and 0
+    xs = (x, codes.reshape(-1), sc.astype(ml_dtypes.bfloat16), bi.astype(ml_dtypes.bfloat16),
+          ids)
+    g = single_op_graph("DequantGroupedMatMulMlx", SchemeAttrs(scheme), xs,
+                        Shape((m, n), DType.F32))
+    feeds = {f"x{i}": v for i, v in enumerate(xs)}
+    want = interpret(g, feeds)[0]
+    got = get_backend("numba-cpu").compile(g).run(feeds)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
