@@ -1,4 +1,5 @@
-"""Volumetric (NCDHW) kinds: Conv3d, ConvTranspose3d, Interpolate3d.
+"""Volumetric (NCDHW) kinds: Conv3d, ConvTranspose3d, Interpolate3d (family movement,
+beside ResizeNearest2x, as RLX's op-coverage lists it).
 
 Conv3d and ConvTranspose3d mirror ``Conv`` / ``ConvTranspose2d`` with a depth axis; their
 payloads are RLX's fixed ``[usize; 3]`` arrays and the kernel size is read from the weight.
@@ -188,7 +189,7 @@ def _ref_interpolate3d(ctx, x):
 
 
 register(OpDef(
-    kind="Interpolate3d", family="conv", attrs=Interpolate3dAttrs, payload="struct",
+    kind="Interpolate3d", family="movement", attrs=Interpolate3dAttrs, payload="struct",
     arity=1, caps=Caps.TRANSFORM, input_names=("x",),
     infer=_infer_interpolate3d, check=lambda s, a, o: _infer_interpolate3d(s, a),
     reference=_ref_interpolate3d,
