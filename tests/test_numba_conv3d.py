@@ -63,3 +63,19 @@ def test_interpolate3d_copies_sixteen_bit_values_exactly(dt):
     x = RNG.standard_normal((2, 1, 3, 2, 5)).astype(dt)
     want, got = _both("Interpolate3d", Interpolate3dAttrs((4, 5, 2)), x)
     np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+@pytest.mark.parametrize("cols_bytes", [1, 1 << 12])
+def test_unfolded_kinds_split_depth_into_blocks(monkeypatch, cols_bytes):
+    from rlx_ref.backends.numba_cpu import lower_conv3d
+
+    monkeypatch.setattr(lower_conv3d, "COLS_BYTES", cols_bytes)   # one or a few planes
+    x = RNG.standard_normal((2, 4, 5, 4, 3))
+    w = RNG.standard_normal((6, 2, 2, 3, 2))
+    a = Conv3dAttrs((1, 1, 2), (1, 1, 0), (2, 1, 1), 2)
+    want, got = _both("Conv3d", a, x, w)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    dy = RNG.standard_normal(want.shape)
+    b = Conv3dBackwardAttrs((2, 3, 2), a.stride, a.padding, a.dilation, 2)
+    want, got = _both("Conv3dBackwardWeight", b, x, dy, out=Shape(w.shape, DType.F64))
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)

@@ -1,10 +1,10 @@
 """Numba source of the NCDHW kernels (compiled by ``lower_conv3d``).
 
-Direct loops, parallel over output planes so no two threads write one element. ``geo`` is
-an int64 array ``[sd, sh, sw, pd, ph, pw, dd, dh, dw, groups]`` (pool backward: kernel,
-stride, padding). Products accumulate in float64; every input read is range-guarded (zero
-padding). Transposed forms gather: output ``z`` takes tap ``i`` from input
-``(z + p − i·d) / s`` when that is a whole, in-range index.
+``geo`` is an int64 array ``[sd, sh, sw, pd, ph, pw, dd, dh, dw, groups]`` (the unfold
+appends ``kd, kh, kw, H_out, W_out``; pool backward: kernel, stride, padding). The direct
+loops run parallel over output planes so no two threads write one element, accumulate in
+float64 and range-guard every input read (zero padding). Transposed forms gather: output
+``z`` takes tap ``i`` from input ``(z + p − i·d) / s`` when that is a whole, in-range index.
 """
 from __future__ import annotations
 
@@ -13,38 +13,35 @@ _GEO = '''
     dd, dh, dw, groups = geo[6], geo[7], geo[8], geo[9]
 '''
 
-CONV3D = '''
+UNFOLD3D = '''
 @njit(cache=True, nogil=True, parallel=True)
-def conv3d(x, w, out, geo):
-    # out[n, co, z, y, x] = sum_c sum_taps x[n, g*cg + c, z*sd + i*dd - pd, ...] * w[co, c, ...]
+def unfold3d(x, rows, n, c0, geo, z0, nz):
+    # rows[((oz - z0)*ho + oy)*wo + ox, ((c*kd + i)*kh + j)*kw + l] =
+    #     x[n, c0 + c, oz*sd + i*dd - pd, oy*sh + j*dh - ph, ox*sw + l*dw - pw] or 0,
+    # for output depth planes z0 .. z0 + nz; geo also carries (kd, kh, kw, ho, wo)
 ''' + _GEO + '''
-    n_, cin, d_in, h_in, w_in = x.shape
-    cout, cg, kd, kh, kw = w.shape
-    do_, ho, wo = out.shape[2], out.shape[3], out.shape[4]
-    cog = cout // groups
-    for t in prange(n_ * cout):
-        n = t // cout
-        co = t % cout
-        c0 = (co // cog) * cg
-        for oz in range(do_):
-            for oy in range(ho):
-                for ox in range(wo):
-                    acc = 0.0
-                    for c in range(cg):
-                        for i in range(kd):
-                            iz = oz * sd + i * dd - pd
-                            if iz < 0 or iz >= d_in:
-                                continue
-                            for j in range(kh):
-                                iy = oy * sh + j * dh - ph
-                                if iy < 0 or iy >= h_in:
-                                    continue
-                                for l in range(kw):
-                                    ix = ox * sw + l * dw - pw
-                                    if ix >= 0 and ix < w_in:
-                                        acc += (np.float64(x[n, c0 + c, iz, iy, ix])
-                                                * np.float64(w[co, c, i, j, l]))
-                    out[n, co, oz, oy, ox] = acc
+    kd, kh, kw, ho, wo = geo[10], geo[11], geo[12], geo[13], geo[14]
+    d_in, h_in, w_in = x.shape[2], x.shape[3], x.shape[4]
+    cg = rows.shape[1] // (kd * kh * kw)
+    for t in prange(nz * ho):
+        oz = z0 + t // ho
+        oy = t % ho
+        for ox in range(wo):
+            row = rows[t * wo + ox]
+            q = 0
+            for c in range(cg):
+                for i in range(kd):
+                    iz = oz * sd + i * dd - pd
+                    for j in range(kh):
+                        iy = oy * sh + j * dh - ph
+                        inside = iz >= 0 and iz < d_in and iy >= 0 and iy < h_in
+                        for l in range(kw):
+                            ix = ox * sw + l * dw - pw
+                            if inside and ix >= 0 and ix < w_in:
+                                row[q] = x[n, c0 + c, iz, iy, ix]
+                            else:
+                                row[q] = 0
+                            q += 1
 '''
 
 CONV_T3D = '''
@@ -94,40 +91,6 @@ def conv_t3d(x, w, out, geo):
                                     acc += (np.float64(x[n, ci, iz, iy, ix])
                                             * np.float64(w[ci, o, i, j, l]))
                     out[n, co, oz, oy, ox] = acc
-'''
-
-CONV3D_DW = '''
-@njit(cache=True, nogil=True, parallel=True)
-def conv3d_dw(x, dy, dw_, geo):
-    # dw[co, c, i, j, l] = sum_{n, z, y, x} x[n, g*cg + c, z*sd + i*dd - pd, ...] * dy[n, co, ...]
-''' + _GEO + '''
-    n_, cin, d_in, h_in, w_in = x.shape
-    cout, do_, ho, wo = dy.shape[1], dy.shape[2], dy.shape[3], dy.shape[4]
-    cg, kd, kh, kw = dw_.shape[1], dw_.shape[2], dw_.shape[3], dw_.shape[4]
-    cog = cout // groups
-    for t in prange(cout * cg):
-        co = t // cg
-        c = t % cg
-        ci = (co // cog) * cg + c
-        for i in range(kd):
-            for j in range(kh):
-                for l in range(kw):
-                    acc = 0.0
-                    for n in range(n_):
-                        for oz in range(do_):
-                            iz = oz * sd + i * dd - pd
-                            if iz < 0 or iz >= d_in:
-                                continue
-                            for oy in range(ho):
-                                iy = oy * sh + j * dh - ph
-                                if iy < 0 or iy >= h_in:
-                                    continue
-                                for ox in range(wo):
-                                    ix = ox * sw + l * dw - pw
-                                    if ix >= 0 and ix < w_in:
-                                        acc += (np.float64(x[n, ci, iz, iy, ix])
-                                                * np.float64(dy[n, co, oz, oy, ox]))
-                    dw_[co, c, i, j, l] = acc
 '''
 
 MAXPOOL3D_BWD = '''

@@ -1,12 +1,20 @@
 """Lowering of the NCDHW kinds and AxialRope2d: Conv3d, ConvTranspose3d,
 Conv3dBackwardInput, Conv3dBackwardWeight, MaxPool3dBackward, Interpolate3d, AxialRope2d.
 
-Direct parallel loops (``_conv3d_kernels``), one thread per output plane: the volumes of
-3-D U-Net decoders are small per plane, and a gather form keeps the transposed kernels free
-of write races. f16/bf16 compute through f32 operands and an f32 output shadow; Interpolate3d
-moves values, so 16-bit payloads are copied bit for bit through uint16 views.
+Conv3d and Conv3dBackwardWeight unfold the taps of one (image, group) and a block of output
+depth planes (at most COLS_BYTES) into a ``[planes·H_out·W_out, Cg·kvol]`` matrix in
+parallel, then one BLAS product each: ``rows · w_gᵀ`` for the output (the
+``[positions, K]·[K, Cog]`` shape ``lower_conv`` found faster), ``dy_g · rows`` summed into
+dw. On 2×32×24³ (3³, 32 filters, f32, a loaded 2-core machine) that took Conv3d from 4.3 s
+(a direct loop) to 1.1 s, PyTorch 0.08-0.3 s in the same runs. The transposed kinds and
+MaxPool3dBackward are direct parallel loops (``_conv3d_kernels``), one thread per output
+plane, in a gather form that keeps them free of write races. f16/bf16 compute through f32
+operands and an f32 output shadow; Interpolate3d moves values, so 16-bit payloads are
+copied bit for bit through uint16 views.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -19,6 +27,8 @@ from . import _conv3d_kernels as K
 from .kernels import compile_kernel
 from .lower_linalg import FLOATS, SHADOW_NOTE, finish, shadow_out, work
 from .lowering import Step, lowers
+
+COLS_BYTES = 8 << 20     # unfolded taps per block: a block of output planes fits this
 
 def _geo(a) -> np.ndarray:
     return np.array(tuple(a.stride) + tuple(a.padding) + tuple(a.dilation) + (a.groups,),
@@ -36,9 +46,49 @@ def _conv_step(kernel, geo) -> Step:
     return Step(run, [kernel])
 
 
+class _Unfold:
+    """The unfold geometry of a Conv3d (x dims, w dims, output dims, forward payload)."""
+
+    def __init__(self, x_dims, w_dims, o_dims, a, dtype: DType):
+        self.n, self.cout, self.groups = x_dims[0], w_dims[0], a.groups
+        self.cg, self.kk = w_dims[1], math.prod(w_dims[1:])
+        self.cog = self.cout // a.groups
+        self.do_, self.plane = o_dims[2], o_dims[3] * o_dims[4]
+        self.geo = np.concatenate([_geo(a), np.array(w_dims[2:] + o_dims[3:], np.int64)])
+        item = 8 if dtype is DType.F64 else 4
+        self.nz = max(1, min(self.do_, COLS_BYTES // max(1, self.kk * self.plane * item)))
+        self.kernel = compile_kernel("unfold3d", K.UNFOLD3D)
+
+    def blocks(self, x):
+        """(image, group, first plane, planes, rows) for every block, rows filled: one row
+        of Cg·kvol taps per output position."""
+        buf = np.empty(self.kk * self.nz * self.plane, x.dtype)
+        for b in range(self.n):
+            for g in range(self.groups):
+                for z0 in range(0, self.do_, self.nz):
+                    m = min(self.nz, self.do_ - z0)
+                    rows = buf[:self.kk * m * self.plane].reshape(m * self.plane, self.kk)
+                    self.kernel.fn(x, rows, b, g * self.cg, self.geo, z0, m)
+                    yield b, g, z0, m, rows
+
+
 @lowers("Conv3d", FLOATS, reason=SHADOW_NOTE)
 def lower_conv3d(node, ins, ctx) -> Step:
-    return _conv_step(compile_kernel("conv3d", K.CONV3D), _geo(node.attrs))
+    u = _Unfold(tuple(ins[0].dims), tuple(ins[1].dims), tuple(node.shape.dims), node.attrs,
+                node.shape.dtype)
+
+    def run(out, x, w):
+        if out.size == 0:
+            return
+        tmp = shadow_out(out)
+        o = (out if tmp is None else tmp).reshape(u.n, u.cout, u.do_, u.plane)
+        xw, ww = work(x), work(w).reshape(u.cout, u.kk)
+        for b, g, z0, m, rows in u.blocks(xw):
+            co = slice(g * u.cog, (g + 1) * u.cog)
+            # [positions, K]·[K, Cog]: BLAS's faster shape here (lower_conv says why)
+            o[b, co, z0:z0 + m] = np.dot(rows, ww[co].T).T.reshape(u.cog, m, u.plane)
+        finish(out, tmp)
+    return Step(run, [u.kernel])
 
 
 @lowers("ConvTranspose3d", FLOATS, reason=SHADOW_NOTE)
@@ -54,7 +104,21 @@ def lower_conv3d_backward_input(node, ins, ctx) -> Step:
 
 @lowers("Conv3dBackwardWeight", FLOATS, reason=SHADOW_NOTE)
 def lower_conv3d_backward_weight(node, ins, ctx) -> Step:
-    return _conv_step(compile_kernel("conv3d_dw", K.CONV3D_DW), _geo(forward_attrs(node.attrs)))
+    x_dims, dy_dims, w_dims = tuple(ins[0].dims), tuple(ins[1].dims), tuple(node.shape.dims)
+    u = _Unfold(x_dims, w_dims, dy_dims, forward_attrs(node.attrs), node.shape.dtype)
+
+    def run(out, x, dy):
+        if out.size == 0:
+            return
+        tmp = shadow_out(out)
+        o = (out if tmp is None else tmp).reshape(u.cout, u.kk)
+        o[...] = 0
+        xw, d = work(x), work(dy).reshape(u.n, u.cout, u.do_, u.plane)
+        for b, g, z0, m, rows in u.blocks(xw):
+            co = slice(g * u.cog, (g + 1) * u.cog)
+            o[co] += np.dot(d[b, co, z0:z0 + m].reshape(u.cog, m * u.plane), rows)
+        finish(out, tmp)
+    return Step(run, [u.kernel])
 
 
 @lowers("MaxPool3dBackward", FLOATS, reason=SHADOW_NOTE)
