@@ -1,4 +1,4 @@
-"""VJP rules of the 3-D convolutions and their backward kinds.
+"""VJP rules of the 3-D convolutions, their backward kinds and Interpolate3d.
 
 All four kinds are bilinear, so each cotangent is another of them with the same geometry:
 Conv3d's are Conv3dBackwardInput/Weight (RLX's ``vjp_conv3d``), ConvTranspose3d's are
@@ -6,6 +6,8 @@ Conv3d and Conv3dBackwardWeight (its adjoint, as for ConvTranspose2d), and the b
 kinds' own rules (which forward mode derives its JVPs from) close the set.
 """
 from __future__ import annotations
+
+import numpy as np
 
 from .vjp import vjp_rule
 
@@ -68,3 +70,26 @@ def vjp_conv3d_backward_weight(ctx, u):
     d_dy = g.op("Conv3d", (x, u), shape=ctx.in_shapes[1], **_forward(a)) \
         if ctx.needs(1) else None
     return [d_x, d_dy]
+
+
+@vjp_rule("Interpolate3d")
+def vjp_interpolate3d(ctx, dy):
+    """Each output voxel copies one source voxel, so dx sums dy over the outputs that read
+    each source: per axis, a MatMul by the constant 0/1 matrix ``S[o, src(o)] = 1``
+    (``[L_out, L_in]``) with that axis moved last (RLX's ``vjp_interpolate3d`` scatters)."""
+    from ..ops._conv3d_ref import nearest_index
+    from ._build import constant, inverse_perm, transpose
+
+    g = ctx.g
+    in_dims, out_dims = ctx.in_shapes[0].static_dims(), ctx.out_shape.static_dims()
+    dt = ctx.in_shapes[0].dtype
+    d = dy
+    for axis in (4, 3, 2):
+        l_in, l_out = in_dims[axis], out_dims[axis]
+        sel = np.zeros((l_out, l_in))
+        sel[np.arange(l_out), nearest_index(l_in, l_out)] = 1.0
+        perm = [a for a in range(5) if a != axis] + [axis]
+        moved = transpose(g, d, perm)
+        summed = g.op("MatMul", (moved, constant(g, sel, dt, sel.shape)))
+        d = transpose(g, summed, inverse_perm(perm))
+    return [d]
