@@ -66,7 +66,7 @@ def test_interpolate3d_copies_sixteen_bit_values_exactly(dt):
 
 
 @pytest.mark.parametrize("cols_bytes", [1, 1 << 12])
-def test_unfolded_kinds_split_depth_into_blocks(monkeypatch, cols_bytes):
+def test_unfold_and_fold_kinds_split_depth_into_blocks(monkeypatch, cols_bytes):
     from rlx_ref.backends.numba_cpu import lower_conv3d
 
     monkeypatch.setattr(lower_conv3d, "COLS_BYTES", cols_bytes)   # one or a few planes
@@ -78,4 +78,10 @@ def test_unfolded_kinds_split_depth_into_blocks(monkeypatch, cols_bytes):
     dy = RNG.standard_normal(want.shape)
     b = Conv3dBackwardAttrs((2, 3, 2), a.stride, a.padding, a.dilation, 2)
     want, got = _both("Conv3dBackwardWeight", b, x, dy, out=Shape(w.shape, DType.F64))
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    want, got = _both("Conv3dBackwardInput", b, dy, w, out=Shape(x.shape, DType.F64))
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    t = ConvTranspose3dAttrs((2, 1, 2), (1, 0, 1), (1, 2, 1), (1, 0, 1), 2)
+    xt, wt = RNG.standard_normal((2, 4, 3, 2, 4)), RNG.standard_normal((4, 3, 2, 2, 3))
+    want, got = _both("ConvTranspose3d", t, xt, wt)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)

@@ -1,10 +1,9 @@
 """Numba source of the NCDHW kernels (compiled by ``lower_conv3d``).
 
 ``geo`` is an int64 array ``[sd, sh, sw, pd, ph, pw, dd, dh, dw, groups]`` (the unfold
-appends ``kd, kh, kw, H_out, W_out``; pool backward: kernel, stride, padding). The direct
-loops run parallel over output planes so no two threads write one element, accumulate in
-float64 and range-guard every input read (zero padding). Transposed forms gather: output
-``z`` takes tap ``i`` from input ``(z + p − i·d) / s`` when that is a whole, in-range index.
+and fold append ``kd, kh, kw`` and the unfolded extent ``H, W``; pool backward: kernel,
+stride, padding). Loops run parallel over rows, channels or planes so no two threads write
+one element, and range-guard every input read (zero padding).
 """
 from __future__ import annotations
 
@@ -44,53 +43,37 @@ def unfold3d(x, rows, n, c0, geo, z0, nz):
                             q += 1
 '''
 
-CONV_T3D = '''
-@njit(cache=True, nogil=True, inline="always")
-def _src(o, k, s, p, d, size):
-    # the input index tap k of a transposed conv reads for output o, or -1
-    q = o + p - k * d
-    if q < 0 or q % s != 0:
-        return -1
-    q = q // s
-    return q if q < size else -1
-
-
+FOLD3D = '''
 @njit(cache=True, nogil=True, parallel=True)
-def conv_t3d(x, w, out, geo):
-    # w [C_in, C_out/groups, kd, kh, kw]; out[n, g*cog + o, z, y, x] gathers every
-    # x[n, g*cig + c, iz, iy, ix] * w[g*cig + c, o, i, j, l] with iz*sd + i*dd - pd == z
+def fold3d(rows, out, n, co0, geo, z0, nz):
+    # the transposed conv's scatter: rows[((iz - z0)*h + iy)*w + ix, ((o*kd + i)*kh + j)*kw
+    # + l] is added to out[n, co0 + o, iz*sd + i*dd - pd, iy*sh + j*dh - ph, ix*sw + l*dw
+    # - pw] (dropped outside); one output channel per thread, so no two threads collide.
+    # geo also carries (kd, kh, kw, h, w) of the input
 ''' + _GEO + '''
-    n_, cin, d_in, h_in, w_in = x.shape
-    cog, kd, kh, kw = w.shape[1], w.shape[2], w.shape[3], w.shape[4]
-    cout = out.shape[1]
-    do_, ho, wo = out.shape[2], out.shape[3], out.shape[4]
-    cig = cin // groups
-    for t in prange(n_ * cout):
-        n = t // cout
-        co = t % cout
-        g = co // cog
-        o = co % cog
-        for oz in range(do_):
-            for oy in range(ho):
-                for ox in range(wo):
-                    acc = 0.0
-                    for i in range(kd):
-                        iz = _src(oz, i, sd, pd, dd, d_in)
-                        if iz < 0:
-                            continue
-                        for j in range(kh):
-                            iy = _src(oy, j, sh, ph, dh, h_in)
-                            if iy < 0:
-                                continue
-                            for l in range(kw):
-                                ix = _src(ox, l, sw, pw, dw, w_in)
-                                if ix < 0:
-                                    continue
-                                for c in range(cig):
-                                    ci = g * cig + c
-                                    acc += (np.float64(x[n, ci, iz, iy, ix])
-                                            * np.float64(w[ci, o, i, j, l]))
-                    out[n, co, oz, oy, ox] = acc
+    kd, kh, kw, h, w = geo[10], geo[11], geo[12], geo[13], geo[14]
+    d_out, h_out, w_out = out.shape[2], out.shape[3], out.shape[4]
+    kvol = kd * kh * kw
+    for o in prange(rows.shape[1] // kvol):
+        dst = out[n, co0 + o]
+        for q in range(nz * h * w):
+            iz = z0 + q // (h * w)
+            iy = (q // w) % h
+            ix = q % w
+            row = rows[q]
+            for i in range(kd):
+                oz = iz * sd + i * dd - pd
+                if oz < 0 or oz >= d_out:
+                    continue
+                for j in range(kh):
+                    oy = iy * sh + j * dh - ph
+                    if oy < 0 or oy >= h_out:
+                        continue
+                    base = ((o * kd + i) * kh + j) * kw
+                    for l in range(kw):
+                        ox = ix * sw + l * dw - pw
+                        if ox >= 0 and ox < w_out:
+                            dst[oz, oy, ox] += row[base + l]
 '''
 
 MAXPOOL3D_BWD = '''

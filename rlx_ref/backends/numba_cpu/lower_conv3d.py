@@ -5,12 +5,13 @@ Conv3d and Conv3dBackwardWeight unfold the taps of one (image, group) and a bloc
 depth planes (at most COLS_BYTES) into a ``[planes·H_out·W_out, Cg·kvol]`` matrix in
 parallel, then one BLAS product each: ``rows · w_gᵀ`` for the output (the
 ``[positions, K]·[K, Cog]`` shape ``lower_conv`` found faster), ``dy_g · rows`` summed into
-dw. On 2×32×24³ (3³, 32 filters, f32, a loaded 2-core machine) that took Conv3d from 4.3 s
-(a direct loop) to 1.1 s, PyTorch 0.08-0.3 s in the same runs. The transposed kinds and
-MaxPool3dBackward are direct parallel loops (``_conv3d_kernels``), one thread per output
-plane, in a gather form that keeps them free of write races. f16/bf16 compute through f32
-operands and an f32 output shadow; Interpolate3d moves values, so 16-bit payloads are
-copied bit for bit through uint16 views.
+dw. ConvTranspose3d and Conv3dBackwardInput (the same transposed conv) are the mirror: one
+product ``x_gᵀ · w_g`` per block of input planes, folded into the output in parallel over
+output channels (no two threads write one element). On 2×32×24³ (3³, 32 filters, f32, a
+loaded 2-core machine) the unfold took Conv3d from 4.3 s (a direct loop) to 1.1 s, PyTorch
+0.08-0.3 s in the same runs. MaxPool3dBackward is a direct loop, one thread per plane.
+f16/bf16 compute through f32 operands and an f32 output shadow; Interpolate3d moves values,
+so 16-bit payloads are copied bit for bit through uint16 views.
 """
 from __future__ import annotations
 
@@ -33,17 +34,6 @@ COLS_BYTES = 8 << 20     # unfolded taps per block: a block of output planes fit
 def _geo(a) -> np.ndarray:
     return np.array(tuple(a.stride) + tuple(a.padding) + tuple(a.dilation) + (a.groups,),
                     np.int64)
-
-
-def _conv_step(kernel, geo) -> Step:
-    """``kernel(a, b, out, geo)`` on working-precision operands, 16-bit through a shadow."""
-    def run(out, a, b):
-        if out.size == 0:
-            return
-        tmp = shadow_out(out)
-        kernel.fn(work(a), work(b), out if tmp is None else tmp, geo)
-        finish(out, tmp)
-    return Step(run, [kernel])
 
 
 class _Unfold:
@@ -91,15 +81,48 @@ def lower_conv3d(node, ins, ctx) -> Step:
     return Step(run, [u.kernel])
 
 
+def _transposed_step(x_dims, w_dims, o_dims, a, dtype: DType) -> Step:
+    """The transposed conv of x [N, C_in, D, H, W] with w [C_in, C_out/groups, k]: per
+    (image, group, block of input planes) one BLAS product ``x_gᵀ · w_g`` gives every
+    input position's ``[C_out/groups · kvol]`` contributions, which ``fold3d`` adds in."""
+    n, cin, d_in = x_dims[:3]
+    groups, cog, kvol = a.groups, w_dims[1], math.prod(w_dims[2:])
+    cig, plane = cin // groups, x_dims[3] * x_dims[4]
+    geo = np.concatenate([_geo(a), np.array(w_dims[2:] + x_dims[3:], np.int64)])
+    item = 8 if dtype is DType.F64 else 4
+    nz = max(1, min(d_in, COLS_BYTES // max(1, cog * kvol * plane * item)))
+    kernel = compile_kernel("fold3d", K.FOLD3D)
+
+    def run(out, x, w):
+        if out.size == 0:
+            return
+        tmp = shadow_out(out)
+        o = out if tmp is None else tmp
+        o[...] = 0
+        xw = work(x).reshape(n, cin, d_in * plane)
+        ww = work(w).reshape(cin, cog * kvol)
+        for b in range(n):
+            for g in range(groups):
+                ci = slice(g * cig, (g + 1) * cig)
+                for z0 in range(0, d_in, nz):
+                    m = min(nz, d_in - z0)
+                    rows = np.dot(xw[b, ci, z0 * plane:(z0 + m) * plane].T, ww[ci])
+                    kernel.fn(rows, o, b, g * cog, geo, z0, m)
+        finish(out, tmp)
+    return Step(run, [kernel])
+
+
 @lowers("ConvTranspose3d", FLOATS, reason=SHADOW_NOTE)
 def lower_conv_transpose3d(node, ins, ctx) -> Step:
-    return _conv_step(compile_kernel("conv_t3d", K.CONV_T3D), _geo(node.attrs))
+    return _transposed_step(tuple(ins[0].dims), tuple(ins[1].dims), tuple(node.shape.dims),
+                            node.attrs, node.shape.dtype)
 
 
 @lowers("Conv3dBackwardInput", FLOATS, reason=SHADOW_NOTE)
 def lower_conv3d_backward_input(node, ins, ctx) -> Step:
     # Conv3d's adjoint: the transposed conv of dy with w, onto x's declared extent
-    return _conv_step(compile_kernel("conv_t3d", K.CONV_T3D), _geo(forward_attrs(node.attrs)))
+    return _transposed_step(tuple(ins[0].dims), tuple(ins[1].dims), tuple(node.shape.dims),
+                            forward_attrs(node.attrs), node.shape.dtype)
 
 
 @lowers("Conv3dBackwardWeight", FLOATS, reason=SHADOW_NOTE)
