@@ -7,6 +7,7 @@ FAMILIES = (
     "backward_nn", "backward_conv", "backward_loss", "backward_attention", "backward_scan",
     "quant", "quant_matmul", "fake_quant", "scaled",
     "sort", "random", "splat",
+    "conv3d", "backward_conv3d", "attention_axial", "quant_mlx",
 )
 
 
