@@ -281,7 +281,8 @@ _NOTES = ("RLX writes the final states back into h0/c0 in place (decode threadin
 def _register_recurrent(kind, attrs, names, doc, gates):
     register(OpDef(
         kind=kind, family="sequence", attrs=attrs, payload="struct", arity=None,
-        min_arity=len(names), caps=CAPS, input_names=tuple(names),
+        min_arity=sum(not n.endswith("?") for n in names), caps=CAPS,
+        input_names=tuple(names),
         check=_recurrent_checker(kind), infer=_recurrent_infer,
         reference=lambda ctx, *xs: R.recurrent(kind, ctx.out_np, ctx.attrs, *xs),
         doc=doc + " " + _PACKING.replace("G·H", f"{gates}·H" if gates > 1 else "H"),
