@@ -16,7 +16,7 @@ from .codec import BOOL, USIZE, attr
 from .opdef import Caps, OpDef, register, same_dtype, want
 
 FLOATS = (DType.F32, DType.F64)
-CAPS = Caps.FUSION_BOUNDARY
+CAPS = Caps.FUSED      # RLX capability.rs: composites with a decomposition
 
 
 @dataclass(frozen=True)
