@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from ..conformance.accuracy import reduction
 from ..ir.dtype import DType
 from ..ir.shape import Dyn
+from . import _sequence_checks as C
 from . import _sequence_ref as R
 from .codec import BOOL, USIZE, attr
-from .opdef import Caps, OpDef, register, same_dtype, want
+from .opdef import Caps, OpDef, register, want
 
 FLOATS = (DType.F32, DType.F64)
 CAPS = Caps.FUSED      # RLX capability.rs: composites with a decomposition
@@ -54,44 +55,19 @@ class RnnAttrs:
     relu: bool = attr(BOOL, doc="ReLU instead of tanh")
 
 
-# ── shared checks ──────────────────────────────────────────────────────────
-
-def _dims(s):
-    return tuple(s.dims)
-
-
-def _match(got, want_dims, what: str, cid: str):
-    """Static dims equal where both are known; rank always."""
-    want(len(got.dims) == len(want_dims),
-         f"({cid}) {what} must have rank {len(want_dims)} {list(want_dims)}, got {got}")
-    for g, w in zip(got.dims, want_dims):
-        if isinstance(g, Dyn) or isinstance(w, Dyn) or w is None:
-            continue
-        want(g == w, f"({cid}) {what} must be {list(want_dims)}, got {got}")
-
-
-def _floats(shapes, kind):
-    dt = same_dtype(shapes, f"{kind} operands")
-    want(dt in FLOATS, f"(C1) {kind} operands must be f32 or f64, got {dt}")
-
-
-def _count(shapes, n, kind, why):
-    want(len(shapes) == n, f"(C1) {kind} takes {n} operands {why}, got {len(shapes)}")
-
-
 # ── SelectiveScan and Mamba2 ───────────────────────────────────────────────
 
 def _check_selective_scan(shapes, a, out):
-    _count(shapes, 5, "SelectiveScan", "[x, delta, a, b, c]")
-    _floats(shapes, "SelectiveScan")
+    C.count(shapes, 5, "SelectiveScan", "[x, delta, a, b, c]")
+    C.floats(shapes, "SelectiveScan")
     x = shapes[0]
     want(x.rank == 3, f"(C2) SelectiveScan x must be [batch, seq, hidden], got {x}")
-    bt, sq, hd = _dims(x)
+    bt, sq, hd = C.dims_of(x)
     n = a.state_size
-    _match(shapes[1], (bt, sq, hd), "delta", "C2")
-    _match(shapes[2], (hd, n), "a (state_size = N)", "C3")
-    _match(shapes[3], (bt, sq, n), "b", "C3")
-    _match(shapes[4], (bt, sq, n), "c", "C3")
+    C.match(shapes[1], (bt, sq, hd), "delta", "C2")
+    C.match(shapes[2], (hd, n), "a (state_size = N)", "C3")
+    C.match(shapes[3], (bt, sq, n), "b", "C3")
+    C.match(shapes[4], (bt, sq, n), "c", "C3")
 
 
 register(OpDef(
@@ -117,18 +93,18 @@ register(OpDef(
 
 
 def _check_mamba2(shapes, a, out):
-    _count(shapes, 5, "Mamba2", "[x, dt, a, b, c]")
-    _floats(shapes, "Mamba2")
+    C.count(shapes, 5, "Mamba2", "[x, dt, a, b, c]")
+    C.floats(shapes, "Mamba2")
     x = shapes[0]
     want(x.rank == 4, f"(C2) Mamba2 x must be [batch, seq, heads, head_dim], got {x}")
-    bt, sq, hd, p = _dims(x)
+    bt, sq, hd, p = C.dims_of(x)
     want(isinstance(p, Dyn) or p == a.head_dim,
          f"(C2) Mamba2 x's last dim ({p}) must equal head_dim ({a.head_dim})")
     n = a.state_size
-    _match(shapes[1], (bt, sq, hd), "dt", "C2")
-    _match(shapes[2], (hd,), "a", "C2")
-    _match(shapes[3], (bt, sq, hd, n), "b (state_size = N)", "C3")
-    _match(shapes[4], (bt, sq, hd, n), "c (state_size = N)", "C3")
+    C.match(shapes[1], (bt, sq, hd), "dt", "C2")
+    C.match(shapes[2], (hd,), "a", "C2")
+    C.match(shapes[3], (bt, sq, hd, n), "b (state_size = N)", "C3")
+    C.match(shapes[4], (bt, sq, hd, n), "c (state_size = N)", "C3")
 
 
 register(OpDef(
@@ -156,21 +132,21 @@ register(OpDef(
 
 def _check_gdn(shapes, a, out):
     n_ops = 6 if a.carry_state else 5
-    _count(shapes, n_ops, "GatedDeltaNet",
+    C.count(shapes, n_ops, "GatedDeltaNet",
            "[q, k, v, g, beta" + (", state]" if a.carry_state else "]"))
-    _floats(shapes, "GatedDeltaNet")
+    C.floats(shapes, "GatedDeltaNet")
     q = shapes[0]
     want(q.rank == 4, f"(C2) GatedDeltaNet q must be [batch, seq, heads, n], got {q}")
-    bt, sq, hd, n = _dims(q)
+    bt, sq, hd, n = C.dims_of(q)
     want(isinstance(n, Dyn) or n == a.state_size,
          f"(C2) GatedDeltaNet q's last dim ({n}) must equal state_size ({a.state_size})")
-    _match(shapes[1], _dims(q), "k", "C2")
-    _match(shapes[2], _dims(q), "v", "C2")
+    C.match(shapes[1], C.dims_of(q), "k", "C2")
+    C.match(shapes[2], C.dims_of(q), "v", "C2")
     gate = (bt, sq, hd, n) if a.gate_per_channel else (bt, sq, hd)
-    _match(shapes[3], gate, "g" + (" (gate_per_channel)" if a.gate_per_channel else ""), "C3")
-    _match(shapes[4], (bt, sq, hd), "beta", "C3")
+    C.match(shapes[3], gate, "g" + (" (gate_per_channel)" if a.gate_per_channel else ""), "C3")
+    C.match(shapes[4], (bt, sq, hd), "beta", "C3")
     if a.carry_state:
-        _match(shapes[5], (bt, hd, n, n), "state", "C4")
+        C.match(shapes[5], (bt, hd, n, n), "state", "C4")
 
 
 register(OpDef(
@@ -207,49 +183,6 @@ register(OpDef(
 
 # ── Lstm, Gru, Rnn ─────────────────────────────────────────────────────────
 
-def _recurrent_checker(kind: str):
-    gates = R.GATES[kind]
-    names = ["x", "w_ih", "w_hh"] + (["b_ih", "b_hh"] if kind == "Gru" else ["bias"])
-    states = ["h0", "c0"] if kind == "Lstm" else ["h0"]
-
-    def check(shapes, a, out):
-        n = len(names) + (len(states) if a.carry else 0)
-        _count(shapes, n, kind, "[" + ", ".join(names + states * a.carry) + "]")
-        _floats(shapes, kind)
-        want(a.hidden_size >= 1 and a.num_layers >= 1,
-             f"(C2) {kind} needs hidden_size >= 1 and num_layers >= 1, got "
-             f"{a.hidden_size} and {a.num_layers}")
-        x = shapes[0]
-        want(x.rank == 3, f"(C3) {kind} x must be [batch, seq, input], got {x}")
-        bt, _, inp = _dims(x)
-        dirs = 2 if a.bidirectional else 1
-        if isinstance(inp, Dyn):
-            return
-        sizes = R.block_sizes(gates, inp, a.hidden_size, a.num_layers, dirs)
-        for i, (nm, blocks) in enumerate(zip(names[1:], sizes + (sizes[2],))):
-            s = shapes[1 + i]
-            want(s.numel is None or s.numel == sum(blocks),
-                 f"(C4) {kind} {nm} must hold {sum(blocks)} elements ({len(blocks)} packed "
-                 f"(layer, direction) blocks), got {s}")
-        for j, nm in enumerate(states if a.carry else []):
-            _match(shapes[len(names) + j], (a.num_layers * dirs, bt, a.hidden_size), nm,
-                   "C5")
-    return check
-
-
-def _recurrent_infer(shapes, a):
-    x = shapes[0]
-    if x.rank != 3:
-        return None
-    dirs = 2 if a.bidirectional else 1
-    return x.with_dims((x.dims[0], x.dims[1], dirs * a.hidden_size))
-
-
-def _recurrent_accuracy(a, s):
-    width = max(s[0].dims[2], 2 * a.hidden_size) + a.hidden_size
-    return (s[0].dims[1] + 1) * a.num_layers * (width + 4)
-
-
 _PACKING = (
     "Weights are packed: every (layer, direction) block, layer-major then direction "
     "(forward first), concatenated flat; block (l, d) of w_ih is `[G·H, in_l]` with "
@@ -283,12 +216,12 @@ def _register_recurrent(kind, attrs, names, doc, gates):
         kind=kind, family="sequence", attrs=attrs, payload="struct", arity=None,
         min_arity=sum(not n.endswith("?") for n in names), caps=CAPS,
         input_names=tuple(names),
-        check=_recurrent_checker(kind), infer=_recurrent_infer,
+        check=C.recurrent_checker(kind), infer=C.recurrent_infer,
         reference=lambda ctx, *xs: R.recurrent(kind, ctx.out_np, ctx.attrs, *xs),
         doc=doc + " " + _PACKING.replace("G·H", f"{gates}·H" if gates > 1 else "H"),
         constraints=_recurrent_constraints(kind, "[" + ", ".join(names) + "]"),
         samples=lambda rng: _samples(kind.lower(), rng), dtypes=FLOATS,
-        accuracy=reduction(4, _recurrent_accuracy, "all",
+        accuracy=reduction(4, C.recurrent_accuracy, "all",
                            reason="stacked recurrences of (input + hidden)-term products"),
         notes=_NOTES.format(kind.upper()),
     ))

@@ -63,8 +63,10 @@ def gated_delta_net(q, k, v, g, beta, state, out, carry, scale):
                     s[i, j] = state[bi, hh, i, j]
         sk = np.zeros(n)
         for t in range(sq):
+            e = math.exp(np.float64(g[bi, t, hh, 0]))
             for i in range(n):
-                e = math.exp(np.float64(g[bi, t, hh, i if per_channel else 0]))
+                if per_channel:
+                    e = math.exp(np.float64(g[bi, t, hh, i]))
                 for j in range(n):
                     s[i, j] *= e
             for j in range(n):
