@@ -1,8 +1,9 @@
 """Lowering of the sequence family: SelectiveScan, Mamba2, GatedDeltaNet, Lstm, Gru, Rnn.
 
-Each node is one kernel call over the whole sequence (``_sequence_kernels``): a prange over
-independent lanes, the recurrent state in local f64 arrays across time steps, every output
-rounded once. Packed RNN weights are read flat with per-block offsets computed here.
+Each node is one kernel call over the whole sequence (``_sequence_kernels``), the recurrent
+state in local f64 arrays across time steps, every output rounded once: the state-space
+scans in a prange over independent lanes, Lstm/Gru/Rnn with BLAS products. Packed RNN weights are widened to f64 once per run and read flat, with
+per-block offsets computed here; their products are BLAS calls inside the kernel.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from ...ir.dtype import DType
 from ...ops._sequence_ref import GATES, block_sizes
 from . import _sequence_kernels as K
 from .kernels import compile_kernel
+from .lower_linalg import blas_serial
 from .lowering import Step, lowers
 
 FLOATS = (DType.F32, DType.F64)
@@ -76,14 +78,15 @@ def _lower_recurrent(node, ins) -> Step:
         if not out.size:
             return
         dt = x.dtype
-        flat = [_c(v).reshape(-1) for v in (w_ih, w_hh) + rest[:nb]]
-        b2 = flat[3] if nb == 2 else np.zeros(1, dt)
+        flat = [np.asarray(v, np.float64).reshape(-1) for v in (w_ih, w_hh) + rest[:nb]]
+        b2 = flat[3] if nb == 2 else np.zeros(1)
         states = [_c(v) for v in rest[nb:]] if a.carry else []
         none = np.zeros((1, 1, 1), dt)
         h0 = states[0] if states else none
         c0 = states[1] if len(states) > 1 else none
-        kernel.fn(_c(x), flat[0], flat[1], flat[2], b2, h0, c0, out, a.hidden_size,
-                  a.num_layers, dirs, gates, mode, ih_off, a.carry)
+        # BLAS held at one thread beside Numba's pool (lower_linalg's module docstring)
+        blas_serial(kernel.fn, _c(x), flat[0], flat[1], flat[2], b2, h0, c0, out,
+                    a.hidden_size, a.num_layers, dirs, gates, mode, ih_off, a.carry)
     return Step(run, [kernel])
 
 
