@@ -42,6 +42,9 @@ def selective_scan(rng):
         Sample(_ss_inputs(rng, 1, 8, 8, 4), A(4), tags=("long",)),
         Sample(_ss_inputs(rng, 1, 1, 1, 1), A(1), tags=("size-1",)),
         Sample(_ss_inputs(rng, 1, 0, 2, 2), A(2), tags=("empty",)),
+        Sample(_ss_inputs(rng, 1, 4, 2, 2)[:1] + (_r(rng, 1, 4, 2, lo=5, hi=10),
+                                                  _r(rng, 2, 2, lo=-90, hi=-20))
+               + _ss_inputs(rng, 1, 4, 2, 2)[3:], A(2), tags=("decay-underflow",)),
         Sample(hand, A(1), tags=("hand",), expect=_f(2, 3).reshape(1, 2, 1)),
         Sample(f64, A(3), tags=("f64",)),
     ]
@@ -131,6 +134,10 @@ def _recurrent_samples(rng, kind, attrs):
     ]
     out = [Sample(recurrent_inputs(rng, kind, *dims, a), a, tags=tags)
            for a, dims, tags in cases]
+    if kind != "Rnn":        # weights of tens: sigmoid and tanh saturate to 0 and ±1
+        a = A(3, 1, False, False)
+        out.append(Sample(recurrent_inputs(rng, kind, 2, 4, 3, a, scale=40.0), a,
+                          tags=("saturated",)))
     a64 = A(2, 1, True, True, *extra)
     ins = recurrent_inputs(rng, kind, 1, 3, 2, a64, flat=True)
     out.append(Sample(tuple(v.astype(np.float64) for v in ins), a64, tags=("f64", "flat")))
