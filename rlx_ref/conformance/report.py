@@ -174,6 +174,7 @@ CATEGORIES = (
     ("Custom", ("custom",)),
     ("Quantization — training", ("fake_quant",)),
     ("Backward / training ops", ("backward",)),
+    ("Sequence models (SSM / RNN / linear-attention)", ("sequence",)),
 )
 KIND_CATEGORY = {"CustomFn": "Custom",     # RLX lists CustomFn beside Custom
                  "GroupedMatMul": "Linear algebra", "LoraMatMul": "Linear algebra",

@@ -42,6 +42,7 @@ TABLE = LoweringTable("numba-cpu", __package__, (
     "lower_sort",
     "lower_random",
     "lower_splat",
+    "lower_sequence",
 ))
 LOWERINGS = TABLE.entries
 
