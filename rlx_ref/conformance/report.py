@@ -170,6 +170,7 @@ CATEGORIES = (
     ("Quantization — inference", ("quant", "scaled")),
     ("Control flow", ("control",)),
     ("Custom", ("custom",)),
+    ("Riemannian / SPD manifold", ("spd",)),   # op.rs's section; RLX's page lists none yet
     ("Quantization — training", ("fake_quant",)),
     ("Backward / training ops", ("backward",)),
 )
