@@ -109,16 +109,21 @@ def spectral_forward_packed(x, f):
 
 def karcher_mean(covs, wbar, iters: int, tol: float):
     """RLX's fixed-point iteration from the weighted arithmetic mean: S̄ = Σ w̄ᵢ·logm(M^-½
-    Cᵢ M^-½), M ← M^½·expm(S̄)·M^½, stopping after the step whose ‖S̄‖_F < tol."""
+    Cᵢ M^-½), M ← M^½·expm(S̄)·M^½, stopping after the step whose ‖S̄‖_F < tol.
+
+    ``wbar`` None is the unweighted kind, which divides by B where the weighted one
+    multiplies by w̄ᵢ (RLX's two loops; they differ in the last bit)."""
     n = covs.shape[-1]
+    k = float(max(len(covs), 1))
+    term = (lambda i, a: a / k) if wbar is None else (lambda i, a: wbar[i] * a)
     m = np.zeros((n, n))
-    for c, w in zip(covs, wbar):
-        m = m + w * c
+    for i, c in enumerate(covs):
+        m = m + term(i, c)
     for _ in range(iters):
         msqrt, minv = matrix_fn(m, sqrt_f), matrix_fn(m, invsqrt_f)
         sbar = np.zeros((n, n))
-        for c, w in zip(covs, wbar):
-            sbar = sbar + w * matrix_fn(minv @ c @ minv, log_f)
+        for i, c in enumerate(covs):
+            sbar = sbar + term(i, matrix_fn(minv @ c @ minv, log_f))
         m = msqrt @ matrix_fn(sbar, np.exp) @ msqrt
         if np.sqrt(np.sum(sbar * sbar)) < tol:
             break

@@ -155,7 +155,7 @@ def _infer_karcher(weighted):
 
 
 def _ref_karcher(ctx, x, w=None):
-    wbar = sm.karcher_weights(np.ones(len(x)) if w is None else w, len(x))
+    wbar = None if w is None else sm.karcher_weights(w, len(x))
     return _out(ctx, sm.karcher_mean(x, wbar, ctx.attrs.iters, ctx.attrs.tol))
 
 

@@ -49,7 +49,10 @@ spd_op("LogEigBackward", "The gradient of LogEig w.r.t. x from `lam [n]`, `u [n�
        infer=lambda s, a: chk.spectral_bwd("LogEigBackward", s),
        ref=_ref_spectral(lambda e: (lambda l: np.log(np.maximum(l, e))),
                          lambda e: (lambda l: 1.0 / np.maximum(l, e))),
-       samples=smp.logeig_bwd, extra=(_SPECTRAL_RULE,), notes=_SPECTRAL_NOTES)
+       samples=smp.logeig_bwd, extra=(_SPECTRAL_RULE,),
+       notes=_SPECTRAL_NOTES + " RLX's f' = 1/max(λ, ε) is not the derivative of log∘max "
+       "(0) for eigenvalues below ε; rlx_ref keeps RLX's formula (tests/test_ops_spd.py "
+       "measures the difference against finite differences).")
 
 
 def _infer_bn_x(s, a):
@@ -92,6 +95,7 @@ spd_op("SpdBatchNormBackwardG", "The gradient of SpdBatchNorm w.r.t. the bias g 
        "adjoint (`f = √max(λ, eps)`, `f' = ½/√max(λ, eps)`). " + SYM_RULE,
        arity=4, names=("x", "mean", "g", "dy"), attrs=SpdEpsAttrs, family="backward",
        infer=_infer_bn_g, samples=smp.bn_g,
+       notes="As RLX: f' = ½/√max(λ, eps) also below eps, where √max's derivative is 0.",
        ref=lambda ctx, x, m, g, dy: _out(ctx, sm.bn_backward_g(x, m, g, dy, ctx.attrs.eps)),
        extra=("C2: x and dy are [B, n, n]; mean and g are [n, n].",))
 
