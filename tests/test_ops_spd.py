@@ -230,3 +230,14 @@ def test_verifier_rejects_other_dtypes_and_bad_shapes():
     assert "(C2)" in e and "`u`" in e
     assert errors("SpdParallelTransportBackward", None, [Shape((2, 2), DType.F64)] * 4,
                   Shape((3, 2, 2), DType.F64)) == ""
+
+
+def test_the_family_kind_list_is_what_the_family_files_register():
+    from rlx_ref.ops._spd_checks import KINDS
+    from rlx_ref.ops.opdef import all_opdefs
+
+    registered = {d.kind for d in all_opdefs()
+                  if d.family == "spd" or d.reference.__module__.endswith("spd_backward")}
+    assert registered == set(KINDS)
+    assert all(get_dtypes == (DType.F64,) for get_dtypes in
+               (d.dtypes for d in all_opdefs() if d.kind in KINDS))

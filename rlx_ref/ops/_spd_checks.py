@@ -6,6 +6,12 @@ from ..ir.dtype import DType
 from ..ir.shape import Dyn, Shape
 from .opdef import want
 
+KINDS = ("BiMap", "ReEig", "LogEig", "SpdBatchNorm", "SpdKarcherMean", "SpdKarcherMeanWeighted",
+         "SpdLogMap", "SpdExpMap", "SpdParallelTransport", "SpdMatrixFnBatch",
+         "ReEigBackward", "LogEigBackward", "SpdBatchNormBackwardX", "SpdBatchNormBackwardG",
+         "SpdLogMapBackward", "SpdExpMapBackward", "SpdParallelTransportBackward",
+         "SpdMatrixFnBatchBackward")    # ops/spd.py and ops/spd_backward.py
+
 
 def agree(a, b) -> bool:
     """Two dims agree: equal, or one is dynamic (only the run can tell)."""

@@ -15,6 +15,7 @@ import numpy as np
 from ..conformance.accuracy import reduction
 from ..ir.dtype import DType
 from . import _spd_checks as chk
+from ._spd_checks import KINDS  # noqa: F401 - the family's kinds, re-exported
 from . import _spd_math as sm
 from . import _spd_samples as smp
 from .codec import F32, U32, Enum, attr
