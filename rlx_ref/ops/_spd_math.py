@@ -10,6 +10,9 @@ import numpy as np
 
 FLOOR = 1e-12          # RLX's fixed spectral floor of logm / invsqrtm (and their adjoints)
 LOEWNER_TOL = 1e-9     # eigenvalue gaps below this (times max(1, max|λ|)) use f'(λ)
+# magnitudes within this relative margin tie for the sign pivot, so vectors such as
+# (1, -1)/√2 pick their first entry whatever the solver's rounding
+TIE = 1e-3
 
 
 def sym(a):
@@ -18,12 +21,14 @@ def sym(a):
 
 
 def fix_signs(v):
-    """Rows scaled by ±1 so each row's largest-magnitude entry (the first on ties) is
-    positive: LAPACK's eigenvector signs are not specified, the packed outputs need one."""
+    """Rows scaled by ±1 so each row's pivot entry is positive: the first entry whose
+    magnitude is within ``TIE`` of the row's largest (linalg_decomp's Eigh rule; LAPACK's
+    eigenvector signs are not specified, the packed outputs need one)."""
     v = np.array(v, np.float64)
     for k in range(v.shape[0]):
-        j = int(np.argmax(np.abs(v[k])))
-        if v[k, j] < 0:
+        mag = np.abs(v[k])
+        j = int(np.argmax(mag >= (1.0 - TIE) * mag.max())) if mag.size else 0
+        if mag.size and v[k, j] < 0:
             v[k] = -v[k]
     return v
 

@@ -104,12 +104,13 @@ def _ref_packed(f_of_eps):
 
 _PACKED = ("The output is packed `[Y (n²) ∥ λ (n) ∥ U (n²)]` so the backward reuses the "
            "eigendecomposition: Y row-major, λ ascending, U row-major with row k the "
-           "eigenvector of λ[k], its largest-magnitude entry positive (the first on ties). "
-           + SYM_RULE)
-_PACKED_NOTES = ("RLX leaves U's signs to LAPACK; rlx_ref fixes them (largest-magnitude "
-                 "entry positive) so the packed output is unique. Where eigenvalues repeat, "
-                 "U is not unique; samples with repeats are diagonal, where dsyevd returns "
-                 "the unit vectors.")
+           "eigenvector of λ[k], its pivot entry positive (the first entry within 0.1% of "
+           "the row's largest magnitude, Eigh's rule). " + SYM_RULE)
+_PACKED_NOTES = ("RLX leaves U's signs to LAPACK; rlx_ref fixes them (pivot entry "
+                 "positive) so the packed output is unique. Unlike Eigh's U (column j the "
+                 "eigenvector j), this U is RLX's dsyevd buffer as is: row k eigenvector k. "
+                 "Where eigenvalues repeat, U is not unique; samples with repeats are "
+                 "diagonal, where dsyevd returns the unit vectors.")
 spd_op("ReEig", "SPDNet's eigenvalue rectifier `Y = U·max(ε, Σ)·Uᵀ` of `x [n, n]` (`X = U Σ "
      "Uᵀ`). " + _PACKED, arity=1, names=("x",), attrs=SpdEpsAttrs,
      infer=_infer_packed("ReEig"),

@@ -16,6 +16,7 @@ MATFN = {"Logm": FN["log"], "Expm": FN["exp"], "Sqrtm": FN["sqrt"], "Invsqrtm": 
 
 SPD_SRC = '''
 FLOOR = 1e-12
+TIE = 1e-3
 
 
 @njit(cache=True)
@@ -58,8 +59,8 @@ def _dfn(code, l, eps):
 
 @njit(cache=True)
 def eig_rows(a):
-    """(λ ascending, rows = eigenvectors) from a's lower triangle, the largest-magnitude
-    entry of each eigenvector positive (the first on ties)."""
+    """(λ ascending, rows = eigenvectors) from a's lower triangle, each eigenvector's
+    pivot entry (the first within TIE of its largest magnitude) positive."""
     n = a.shape[0]
     s = np.empty((n, n))
     for i in range(n):
@@ -69,10 +70,12 @@ def eig_rows(a):
     lam, vecs = np.linalg.eigh(s)
     v = np.ascontiguousarray(vecs.T)
     for k in range(n):
+        top = 0.0
+        for j in range(n):
+            top = max(top, abs(v[k, j]))
         big = 0
-        for j in range(1, n):
-            if abs(v[k, j]) > abs(v[k, big]):
-                big = j
+        while big < n - 1 and abs(v[k, big]) < (1.0 - TIE) * top:
+            big += 1
         if v[k, big] < 0:
             for j in range(n):
                 v[k, j] = -v[k, j]
