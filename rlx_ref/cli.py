@@ -288,6 +288,11 @@ def main(argv=None) -> int:
     from .quant.gguf_cli import add_arguments as add_gguf_arguments
 
     add_gguf_arguments(s)
+    s = sub.add_parser("env", help="the environment variables rlx_ref reads, with their "
+                       "values now; --write regenerates docs/env-vars.md")
+    from .env_catalog import add_arguments as add_env_arguments
+
+    add_env_arguments(s)
     s = sub.add_parser("docs", help="regenerate docs/ops.md from the registry")
     s.add_argument("--out", default="docs/ops.md")
     s.add_argument("--check", action="store_true", help="fail if the file is stale")

@@ -4,7 +4,8 @@
 ``load(pure)`` returns either one explicitly (tests run both).
 """
 import importlib
-import os
+
+from .env_registry import flag
 
 
 def load(pure: bool):
@@ -15,7 +16,7 @@ def load(pure: bool):
 
 
 def _select():
-    if os.environ.get("RLX_REF_PURE_PYTHON", "") not in ("", "0"):
+    if flag("RLX_REF_PURE_PYTHON"):
         return load(True)
     try:
         return load(False)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from rlx_ref import hotpaths
+from rlx_ref.env_registry import flag
 from rlx_ref.interpret import Interpreter
 from rlx_ref.ops.opdef import all_opdefs
 from rlx_ref.ops.single import single_op_graph
@@ -22,7 +23,7 @@ TWINS = [pytest.param(PURE, id="pure")] + [
 
 
 def test_compiled_core_present_when_required():
-    if os.environ.get("RLX_REF_REQUIRE_CORE") == "1":
+    if flag("RLX_REF_REQUIRE_CORE"):
         assert COMPILED is not None and COMPILED.BUILT
 
 

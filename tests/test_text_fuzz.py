@@ -7,20 +7,20 @@ RLX_REF_FUZZ_EXAMPLES raises the per-test example count for a longer hunt.
 import dataclasses
 import json
 import math
-import os
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from rlx_ref import GraphVerifyError, TextParseError, parse, verify, verify_or_raise
+from rlx_ref.env_registry import get
 from rlx_ref.ir.text import op_to_json, print_graph
 from rlx_ref.ops import codec as C
 from rlx_ref.ops.codec import dumps
 from rlx_ref.ops.opdef import all_opdefs, kinds
 from rlx_ref.ops.single import single_op_graph
 
-N = int(os.environ.get("RLX_REF_FUZZ_EXAMPLES", "500"))
+N = get("RLX_REF_FUZZ_EXAMPLES")
 FUZZ = settings(max_examples=N, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 

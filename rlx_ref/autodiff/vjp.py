@@ -22,7 +22,9 @@ from ._build import AutodiffError, NodeRuleContext, load_rule_modules
 VJP: dict[str, Callable] = {}
 
 # kinds whose outputs are piecewise constant or integer-valued: no operand gets a gradient
-NON_DIFFERENTIABLE = frozenset({"Compare", "ArgMax", "ArgMin", "TopK", "StopGradient"})
+# (ArgSort and Sample return indices; the Rng kinds read only their operand's shape)
+NON_DIFFERENTIABLE = frozenset({"Compare", "ArgMax", "ArgMin", "TopK", "StopGradient",
+                                "ArgSort", "Sample", "RngNormal", "RngUniform"})
 
 
 # operands RLX's backward kinds treat as constants: their rules refuse a gradient for them

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import contextvars
 import importlib
-import os
 from contextlib import contextmanager
 from dataclasses import dataclass
+
+from ..env_registry import get
 
 ENV = "RLX_REF_THRESHOLDS"
 LOWERED_TAG = "lowered-thresholds"      # cases run with every threshold at its floor
@@ -159,7 +160,7 @@ def threshold(name: str) -> int:
     over = _OVERRIDES.get()
     if over and name in over:
         return over[name]
-    env = os.environ.get(ENV)
+    env = get(ENV)
     if env:
         vals = check_values(parse_values(env), ENV)
         if name in vals:

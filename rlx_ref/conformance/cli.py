@@ -7,6 +7,7 @@ import sys
 import time
 
 from .._readers import FileInputError
+from ..env_registry import get
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -147,7 +148,7 @@ def run(args) -> int:
     from ..backends import variants
 
     try:        # a bad RLX_REF_THRESHOLDS would fail every case: refuse it once, up front
-        variants.check_values(variants.parse_values(os.environ.get(variants.ENV, "")),
+        variants.check_values(variants.parse_values(get(variants.ENV) or ""),
                               variants.ENV)
     except variants.VariantError as e:
         print(str(e), file=sys.stderr)

@@ -161,21 +161,24 @@ CATEGORIES = (
     ("Sources & leaves", ("leaves",)),
     ("Elementwise & predication", ("elementwise",)),
     ("Fusion regions", ("region",)),
-    ("Linear algebra", ("linalg",)),
+    ("Linear algebra", ("linalg", "linalg_decomp")),
     ("Normalization", ("normalization",)),
     ("Attention & positional", ("attention",)),
     ("Shape & data movement", ("movement", "indexing")),
-    ("Reduction & indexing", ("reduction",)),
+    ("Reduction & indexing", ("reduction", "sort")),
+    ("Random number generation", ("random",)),
     ("Convolution & pooling", ("conv",)),
     ("Quantization — inference", ("quant", "scaled")),
     ("Control flow", ("control",)),
+    ("3D Gaussian splatting", ("splat",)),
     ("Custom", ("custom",)),
     ("Riemannian / SPD manifold", ("spd",)),   # op.rs's section; RLX's page lists none yet
     ("Quantization — training", ("fake_quant",)),
     ("Backward / training ops", ("backward",)),
 )
 KIND_CATEGORY = {"CustomFn": "Custom",     # RLX lists CustomFn beside Custom
-                 "GroupedMatMul": "Linear algebra", "LoraMatMul": "Linear algebra"}
+                 "GroupedMatMul": "Linear algebra", "LoraMatMul": "Linear algebra",
+                 "Sample": "Reduction & indexing"}   # RLX: beside TopK, not with the RNGs
 OTHER = "Other"                            # a family no category names yet
 _ANNOTATION = {"native": "", "rewritten": "ᵁ", "decomposed": "ᴰ", "host": "ᴴ"}
 

@@ -2,10 +2,11 @@
 
 FAMILIES = (
     "leaves", "elementwise", "linalg", "reduction", "movement", "indexing",
-    "normalization", "attention", "conv", "control", "region", "custom",
+    "normalization", "attention", "conv", "control", "region", "custom", "linalg_decomp",
     "backward_activation", "backward_norm",
     "backward_nn", "backward_conv", "backward_loss", "backward_attention", "backward_scan",
-    "quant", "quant_matmul", "fake_quant", "scaled", "spd", "spd_backward",
+    "quant", "quant_matmul", "fake_quant", "scaled",
+    "sort", "random", "splat", "spd", "spd_backward",
 )
 
 

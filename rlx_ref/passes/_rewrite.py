@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from ..ir.dtype import DType
 from ..ir.graph import Graph, Op
 from ..ir.verify import GraphVerifyError, verify
-from ..runtime.env import env
+from ..env_registry import flag
 
 ALL = "all"      # same value as rlx_ref.backends.base.ALL
 
@@ -206,7 +206,7 @@ def graph_pass(name: str):
         @functools.wraps(fn)
         def run(graph: Graph, *args, **kwargs) -> Graph:
             out = fn(graph, *args, **kwargs)
-            if env().verify:
+            if flag("RLX_REF_VERIFY"):
                 verify_after(name, out)
             return out
         run.pass_name = name

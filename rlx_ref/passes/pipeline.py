@@ -21,7 +21,7 @@ import sys
 from ..ir.graph import Graph
 from ..ir.verify import verify_or_raise
 from ..runtime.dispatch import DispatchReport, dispatch_report, maybe_print_report
-from ..runtime.env import env
+from ..env_registry import flag
 from ..runtime.options import CompileOptions
 from ._rewrite import PassLog, SupportTable
 from .dce import dead_code_elimination
@@ -36,7 +36,7 @@ PASSES = ("unfuse_elementwise_regions", "constant_folding", "dead_code_eliminati
 
 
 def _emit(report: DispatchReport, log: PassLog, options: CompileOptions) -> None:
-    verbose = options.verbose or env().verbose
+    verbose = options.verbose or flag("RLX_VERBOSE")
     maybe_print_report(report, verbose=verbose)
     if verbose and log.lines:
         print("rlx-ref passes:\n  " + "\n  ".join(log.lines), file=sys.stderr)

@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ..ir.dtype import DType
-from .env import env
+from ..env_registry import flag
 
 PATHS = ("native", "host", "rewritten", "unsupported")
 
@@ -165,7 +165,7 @@ def dispatch_report(graph_before, graph_after, backend, *, supported=None,
 def maybe_print_report(report: DispatchReport, verbose: bool = False, stream=None) -> bool:
     """Print ``report`` to stderr when RLX_DISPATCH_REPORT / RLX_VERBOSE (or ``verbose``)
     is on; True when printed."""
-    if not (verbose or env().print_dispatch_report):
+    if not (verbose or flag("RLX_DISPATCH_REPORT") or flag("RLX_VERBOSE")):
         return False
     print(report.format(), file=stream or sys.stderr)
     return True

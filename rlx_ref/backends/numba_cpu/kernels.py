@@ -17,6 +17,7 @@ import types
 from pathlib import Path
 
 from ..._atomic import write_bytes
+from ...env_registry import get
 from ..faults import rewrite
 from .kernel_cache import warn_corrupt, warn_unwritable
 
@@ -26,7 +27,7 @@ HEADER = "import math\nimport numpy as np\nfrom numba import njit, prange\n\n"
 def cache_dir(sub: str = "numba_cpu") -> Path:
     """``RLX_REF_CACHE_DIR/sub`` or ``~/.cache/rlx_ref/sub`` (a temp dir, with a warning,
     when that cannot be created)."""
-    root = os.environ.get("RLX_REF_CACHE_DIR")
+    root = get("RLX_REF_CACHE_DIR")
     base = Path(root) if root else Path(os.path.expanduser("~")) / ".cache" / "rlx_ref"
     path = base / sub
     try:
@@ -107,7 +108,7 @@ def load_source_module(mod_name: str, source: str, directory: Path, dump_name: s
         except OSError as e:
             warn_unwritable(directory, e.strerror or e)
             filename = f"<rlx_ref kernel {mod_name}>"     # no file: numba caches nothing
-    dump = os.environ.get("RLX_REF_DUMP_KERNELS")
+    dump = get("RLX_REF_DUMP_KERNELS")
     if dump:
         write_bytes(Path(dump) / dump_name, data)
     module = types.ModuleType(mod_name)

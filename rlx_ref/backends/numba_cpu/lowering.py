@@ -23,6 +23,7 @@ KERNEL_DTYPES = (DType.F32, DType.F64, DType.I8, DType.I16, DType.I32, DType.I64
 TABLE = LoweringTable("numba-cpu", __package__, (
     "lower_elementwise",
     "lower_linalg",
+    "lower_linalg_decomp",
     "lower_attention",
     "lower_conv",
     "lower_movement",
@@ -37,6 +38,9 @@ TABLE = LoweringTable("numba-cpu", __package__, (
     "lower_quant",
     "lower_quant_int",
     "lower_spd",
+    "lower_sort",
+    "lower_random",
+    "lower_splat",
 ))
 LOWERINGS = TABLE.entries
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 
 import numpy as np
 
 from ...ir.dtype import DType
+from ...env_registry import flag
 
 # 16-bit floats live on the device as their raw bits: numba has no bf16 arrays, and
 # one representation for both keeps the kernels' conversion helpers identical.
@@ -27,7 +27,7 @@ ERR_CLEAR = 2**31 - 1         # the error word's "no error" value (atomic.min ke
 
 
 def simulator_requested() -> bool:
-    return os.environ.get("NUMBA_ENABLE_CUDASIM", "") not in ("", "0")
+    return flag("NUMBA_ENABLE_CUDASIM")
 
 
 def import_cuda():

@@ -10,18 +10,19 @@ with the compiler's message and the fix, not left to fail kernel by kernel.
 """
 from __future__ import annotations
 
-import os
 import re
 import threading
 from dataclasses import dataclass
+
+from ...env_registry import get, lookup, raw
 
 VENDOR_WORDS = {"amd": ("amd", "advanced micro devices"), "intel": ("intel",),
                 "apple": ("apple",), "nvidia": ("nvidia",),
                 "pocl": ("portable computing language", "pocl")}
 
 
-KERNEL_STYLES = ("auto", "gpu", "cpu")
 KERNELS_ENV = "RLX_REF_OPENCL_KERNELS"
+KERNEL_STYLES = lookup(KERNELS_ENV).choices     # auto, gpu, cpu (the registry's)
 
 
 class DeviceError(RuntimeError):
@@ -64,7 +65,7 @@ def kernel_style(value: str | None) -> str:
     auto). ValueError names the expected values."""
     where = "kernels"
     if value is None:
-        value, where = os.environ.get(KERNELS_ENV, "").strip() or "auto", KERNELS_ENV
+        value, where = (raw(KERNELS_ENV) or "").strip() or "auto", KERNELS_ENV
     style = str(value).strip().lower()
     if style not in KERNEL_STYLES:
         raise ValueError(f"bad OpenCL kernel style {value!r} ({where}): expected one of "
@@ -114,7 +115,7 @@ def candidates(spec: str | None) -> list:
                           "pip install 'pyopencl[pocl]')")
     spec = (spec or "").strip().lower()
     if not spec:
-        spec = os.environ.get("PYOPENCL_CTX", "").strip()
+        spec = (get("PYOPENCL_CTX") or "").strip()
         if not spec:
             return default_candidates()
     if spec in VENDOR_WORDS:

@@ -25,13 +25,15 @@ import threading
 import warnings
 from pathlib import Path
 
+from ...env_registry import get
+
 _STATE: dict = {"dir": None, "done": False}
 _LOCK = threading.Lock()
 MARKERS = ".rlx_ref_running"
 
 
 def _root() -> Path:
-    root = os.environ.get("RLX_REF_CACHE_DIR", "").strip()
+    root = get("RLX_REF_CACHE_DIR")
     return Path(root) if root else Path(os.path.expanduser("~")) / ".cache" / "rlx_ref"
 
 
@@ -48,7 +50,7 @@ def own_pocl_cache() -> None:
         if _STATE["done"]:
             return
         _STATE["done"] = True
-        if os.environ.get("POCL_CACHE_DIR", "").strip():
+        if get("POCL_CACHE_DIR"):
             return                  # the user's choice: theirs to manage
         path = _root() / "pocl"
         try:

@@ -13,12 +13,12 @@ build) is rebuilt once under a fresh cache key, with a warning.
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
 import warnings
 from pathlib import Path
 
 from ..._atomic import write_text
+from ...env_registry import get
 from ..faults import rewrite
 from .cprelude import prelude
 from .pocl_cache import owned_dir
@@ -77,7 +77,7 @@ class ProgramBuilder:
         """The built ``cl.Program`` (built on first use); build errors show the log."""
         if self._program is None:
             src = self.full_source()
-            dump = os.environ.get("RLX_REF_DUMP_KERNELS")
+            dump = get("RLX_REF_DUMP_KERNELS")
             if dump:
                 digest = hashlib.sha256(src.encode()).hexdigest()[:16]
                 write_text(Path(dump) / f"opencl_{digest}.cl", src)
@@ -114,7 +114,7 @@ class ProgramBuilder:
         # entry is not read again; the fresh build lands under the new key
         if not _WARNED:
             _WARNED.append(why)
-            where = owned_dir() or os.environ.get("POCL_CACHE_DIR") or "the driver's cache"
+            where = owned_dir() or get("POCL_CACHE_DIR") or "the driver's cache"
             warnings.warn(f"OpenCL on {self.device.label}: a cached build was broken ({why}); "
                           f"rebuilt it uncached (clearing {where} removes the broken entry)",
                           RuntimeWarning, stacklevel=4)

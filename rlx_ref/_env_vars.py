@@ -1,0 +1,46 @@
+"""The registered environment variables (read through ``rlx_ref.env_registry``)."""
+from __future__ import annotations
+
+from ._env_record import EnvVar as V
+
+OPENCL_KERNEL_STYLES = ("auto", "gpu", "cpu")
+
+VARS = (
+    # compile and reports (RLX's names and meanings)
+    V("RLX_DISPATCH_REPORT", "compile", "flag",
+      "print the dispatch report (which kernel runs each node) to stderr on every compile",
+      rlx=True),
+    V("RLX_VERBOSE", "compile", "flag",
+      "print the dispatch report and the pass log on every compile", rlx=True),
+    V("RLX_REF_VERIFY", "debug", "flag",
+      "verify the graph after every compile pass (on in the test suite)"),
+    # kernels and caches
+    V("RLX_REF_CACHE_DIR", "cache", "path",
+      "where compiled kernels are cached (default ~/.cache/rlx_ref)"),
+    V("RLX_REF_DUMP_KERNELS", "debug", "path",
+      "write the source of every generated Numba and OpenCL kernel into this directory"),
+    V("RLX_REF_PURE_PYTHON", "backend", "flag",
+      "use the pure-Python twin of the Cython core even when it is compiled"),
+    V("RLX_REF_THRESHOLDS", "backend", "str",
+      "override kernel-variant thresholds: `backend:name=value,...` (see `rlx-ref variants`)",
+      stability="bisect"),
+    V("RLX_REF_OPENCL_KERNELS", "backend", "enum",
+      "OpenCL kernel style: auto picks GPU-style kernels on GPUs and Oclgrind, CPU-style on "
+      "CPUs", default="auto", choices=OPENCL_KERNEL_STYLES, stability="bisect"),
+    # tests and tooling
+    V("RLX_REF_REQUIRE_CORE", "tooling", "flag",
+      "the test suite fails when the compiled Cython core is missing (set by CI)",
+      stability="internal"),
+    V("RLX_REF_FUZZ_EXAMPLES", "tooling", "int",
+      "examples per property in the text-form fuzz tests", default=500, stability="internal"),
+    # other libraries' variables rlx_ref reads (they own the meaning)
+    V("NUMBA_ENABLE_CUDASIM", "external", "flag",
+      "Numba's CUDA simulator; the numba-cuda backend reports it as emulated",
+      stability="external"),
+    V("PYOPENCL_CTX", "external", "str",
+      "pyopencl's device choice; the OpenCL backend honours it when no device is given",
+      stability="external"),
+    V("POCL_CACHE_DIR", "external", "path",
+      "PoCL's kernel cache; when unset, rlx_ref points it under its own cache directory",
+      stability="external"),
+)
