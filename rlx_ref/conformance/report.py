@@ -172,6 +172,7 @@ CATEGORIES = (
     ("Control flow", ("control",)),
     ("3D Gaussian splatting", ("splat",)),
     ("Custom", ("custom",)),
+    ("Riemannian / SPD manifold", ("spd",)),   # op.rs's section; RLX's page lists none yet
     ("Quantization — training", ("fake_quant",)),
     ("Backward / training ops", ("backward",)),
     ("Sequence models (SSM / RNN / linear-attention)", ("sequence",)),

@@ -8,7 +8,7 @@ FAMILIES = (
     "quant", "quant_matmul", "fake_quant", "scaled",
     "sort", "random", "splat",
     "conv3d", "backward_conv3d", "attention_axial", "quant_mlx",
-    "sequence",
+    "sequence", "spd", "spd_backward",
 )
 
 

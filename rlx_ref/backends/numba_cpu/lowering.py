@@ -39,6 +39,7 @@ TABLE = LoweringTable("numba-cpu", __package__, (
     "lower_quant",
     "lower_quant_mlx",
     "lower_quant_int",
+    "lower_spd",
     "lower_sort",
     "lower_random",
     "lower_splat",

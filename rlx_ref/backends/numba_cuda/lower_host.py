@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir.dtype import DType
+from ...ops._spd_checks import KINDS as SPD_KINDS
 from ...ops.opdef import RefCtx, all_opdefs, get
 from .device import device_to_host_layout, host_to_device_layout
 from .lowering import LOWERINGS, Step, lowers
@@ -22,6 +23,9 @@ _WHY = {
     "BatchedDenseSolve": "LU with pivoting is sequential per matrix; small systems run on "
                          "the host",
 }
+_SPD_WHY = ("f64 eigendecompositions of tiny SPD matrices run LAPACK on the host, as "
+            "RLX's GPU backends host-fall-back its SPD kinds to rlx_cpu::spd")
+_WHY.update({k: _SPD_WHY for k in SPD_KINDS})
 DEFAULT_WHY = "no CUDA kernel yet; the registry reference runs on the host between copies"
 
 
