@@ -70,7 +70,8 @@ def parse_file(text: str, backend: str, device_key: str) -> Calibration:
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as e:
-        end = e.pos >= len(text.rstrip())
+        # input that stops inside a string or before a value ends was cut short
+        end = e.pos >= len(text.rstrip()) or e.msg.startswith("Unterminated string")
         raise BadFile(f"is {'truncated' if end else 'corrupt'} (not JSON: {e.msg} at "
                       f"char {e.pos})") from None
     if not isinstance(obj, dict):
