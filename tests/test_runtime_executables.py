@@ -289,3 +289,17 @@ def test_pad_and_slice_rows():
     assert s.shape == (3, 2) and s.base is None
     with pytest.raises(ValueError, match="actual rows 6 exceed upper 5"):
         slice_rows(np.ones(5), 6)
+
+
+def test_run_typed_outputs_keep_their_declared_dtypes():
+    import ml_dtypes
+
+    g = rlx_ref.Graph("dt")
+    x = g.input("x", [3])
+    g.set_outputs([g.cast(x, "i32"), g.cast(x, "bf16"), g.cast(x, "f64")])
+    exe = Session().compile(g)
+    outs = exe.run_typed({"x": (np.array([1, -2, 3], "<f4").tobytes(), "f32")})
+    assert [dt for _, dt in outs] == ["i32", "bf16", "f64"]
+    assert np.frombuffer(outs[0][0], "<i4").tolist() == [1, -2, 3]
+    assert np.frombuffer(outs[1][0], ml_dtypes.bfloat16).astype(F).tolist() == [1, -2, 3]
+    assert np.frombuffer(outs[2][0], "<f8").tolist() == [1.0, -2.0, 3.0]
