@@ -24,6 +24,8 @@ from .runtime.fallback import DeviceFallbackError, run_with_fallback
 from .runtime.graph_devices import GraphDevices
 from .runtime.flexible import DeviceRouter, FlexibleSession
 from .runtime.manifest import backends_manifest
+from .runtime.capabilities import ExecutableCapabilities
+from .runtime.compile_cache import BucketedCompileCache, CompileCache
 from .ops.opdef import OpDef, all_opdefs as opdefs, get as opdef
 from .ops.custom import register_custom, unregister_custom
 from .autodiff import AutodiffError, grad, grad_with_loss, gradcheck, hvp, jvp, vmap
@@ -43,6 +45,7 @@ __all__ = [
     "device_label", "is_available", "parse_device", "parse_device_list", "DevicePolicy",
     "device_report", "resolve_device", "resolve_device_chain", "fastest_device_for",
     "DeviceFallbackError", "run_with_fallback", "GraphDevices", "DeviceRouter",
-    "FlexibleSession", "backends_manifest",
+    "FlexibleSession", "backends_manifest", "ExecutableCapabilities", "CompileCache",
+    "BucketedCompileCache",
     "__version__",
 ]

@@ -34,6 +34,10 @@ VARS = (
     # kernels and caches
     V("RLX_REF_CACHE_DIR", "cache", "path",
       "where compiled kernels are cached (default ~/.cache/rlx_ref)"),
+    V("RLX_REF_CALIBRATION", "cache", "enum",
+      "when the cost model measures a backend: auto (read the calibration cache under "
+      "RLX_REF_CACHE_DIR, measure on a miss), cached (never measure) or off (no estimates: "
+      "the policy order picks)", default="auto", choices=("auto", "cached", "off")),
     V("RLX_REF_DUMP_KERNELS", "debug", "path",
       "write the source of every generated Numba and OpenCL kernel into this directory"),
     V("RLX_REF_PURE_PYTHON", "backend", "flag",

@@ -44,11 +44,28 @@ class Executable:
     def run_flat(self, inputs: dict) -> list:
         raise NotImplementedError
 
-    def capabilities(self) -> dict:
-        """RLX's ExecutableCapabilities bits (the methods stay authoritative)."""
-        return {"clone": False, "moe": False, "persistent_handles": False,
-                "gpu_handles": False, "kv_resident": False, "typed_io": True,
-                "async_pipeline": False, "active_extent": False}
+    def capabilities(self):
+        """RLX's ``ExecutableCapabilities`` (the methods stay authoritative). Nothing by
+        default, as RLX's ``NONE``; ``CompiledGraph`` executables report what they add."""
+        from ..runtime.capabilities import ExecutableCapabilities
+
+        return ExecutableCapabilities.NONE
+
+    def clone(self) -> "Executable":
+        """An independent executable sharing the compiled kernels (RLX's ``clone_box``)."""
+        raise NotImplementedError(f"clone is not implemented for {type(self).__name__}")
+
+    def set_param_typed(self, name: str, data: bytes, dtype: str) -> None:
+        """RLX's default typed upload: f32 bytes only, passed on to ``set_param``."""
+        import numpy as np
+
+        if str(dtype).lower() != "f32" or len(data) % 4:
+            raise ValueError(f"set_param_typed({name!r}): this backend takes only whole f32 "
+                             f"buffers (got {len(data)} bytes of {dtype})")
+        self.set_param(name, np.frombuffer(bytes(data), "<f4").copy())
+
+    def set_active_extent(self, extent) -> None:
+        """RLX's active-extent hint; ignored by default (kernels run the whole extent)."""
 
     def kernel_sources(self) -> dict:
         """Generated source of every kernel, by kernel name (empty for interpreters)."""

@@ -4,10 +4,12 @@ cost model plugs into.
 A cost model is any object with ``estimate(graph, device) -> float | None`` (seconds, or
 None for "no evidence for this device"). Devices with an estimate are ranked by it, ties
 kept in policy order; when no device has one, the policy order decides (RLX's
-``DEVICE_PRIORITY`` tie-break). The model installed by default, ``PriorityCost``, is a
-placeholder that estimates nothing, so the pick is the policy order: prefer-list first,
-then ``devices.PRIORITY`` (accelerators, then the CPU backend, an emulated device, the
-oracle). The calibrated model replaces it through ``set_cost_model``.
+``DEVICE_PRIORITY`` tie-break): prefer-list first, then ``devices.PRIORITY`` (accelerators,
+then the CPU backend, an emulated device, the oracle). The model installed by default is
+``cost_model.CalibratedCostModel``: RLX's ``estimate_graph_cost`` over each device's
+calibration, measured on first use and cached (``calibration``; ``RLX_REF_CALIBRATION=off``
+leaves every device without an estimate). ``PriorityCost`` estimates nothing: installed
+through ``set_cost_model``, the policy order alone picks.
 
 ``RLX_FORCE_DEVICE`` pins the pick before any of this, as RLX does, even to a device the
 policy or the graph rules out.
@@ -30,7 +32,13 @@ class PriorityCost:
 
 
 _LOCK = threading.Lock()
-_MODEL = [PriorityCost()]
+_MODEL: list = [None]            # the calibrated model, made on first use
+
+
+def _default_model():
+    from .cost_model import CalibratedCostModel
+
+    return CalibratedCostModel()
 
 
 def set_cost_model(model) -> None:
@@ -43,7 +51,19 @@ def set_cost_model(model) -> None:
 
 def cost_model():
     """The installed cost model."""
-    return _MODEL[0]
+    model = _MODEL[0]
+    if model is None:
+        with _LOCK:
+            if _MODEL[0] is None:
+                _MODEL[0] = _default_model()
+            model = _MODEL[0]
+    return model
+
+
+def reset_cost_model() -> None:
+    """Go back to the default (calibrated) cost model."""
+    with _LOCK:
+        _MODEL[0] = None
 
 
 def forced_device():

@@ -68,7 +68,7 @@ def advisory_capabilities(device) -> list:
     """RLX's advisory capability names for ``device``: what its executables report
     (``Executable.capabilities``) before anything is compiled."""
     dev = parse_device(device)
-    caps = ["typed_io"]
+    caps = ["clone", "typed_io"]           # what every CompiledGraph executable reports
     backend = backend_for(dev)
     # the OpenCL executable hands out device buffers on a real GPU; CUDA returns host arrays
     if backend is not None and backend.name == "opencl" and is_available(dev) \

@@ -9,6 +9,7 @@ output or executable buffer; and ``run`` may be called from many threads at once
 """
 from __future__ import annotations
 
+import copy
 import threading
 
 import numpy as np
@@ -82,6 +83,7 @@ class CompiledGraph:
     """
 
     _uses_interpreter = True
+    _active_extent = None
 
     def __init__(self, graph: Graph, float64: bool = False):
         self.graph = graph
@@ -115,21 +117,12 @@ class CompiledGraph:
 
     def set_param_typed(self, name: str, data: bytes, dtype: str) -> None:
         """pyrlx's typed upload: the Param's values as raw little-endian bytes of ``dtype``
-        (which must be the Param's dtype), flat or in any layout of its element count."""
+        (the Param's dtype, or a float dtype that widens to it exactly: see
+        ``rlx_ref.runtime.typed_io``), flat or in any layout of its element count."""
+        from .typed_io import decode
+
         decl = self._param_decl(name)
-        try:
-            dt = DType.parse(str(dtype))
-        except ValueError as e:
-            raise SessionError(f"set_param_typed({name!r}): {e}") from None
-        if dt != decl.dtype:
-            raise SessionError(f"set_param_typed({name!r}): dtype {dt}, but the param is "
-                               f"declared {decl}")
-        raw = bytes(data)
-        if len(raw) % dt.size_bytes:
-            raise SessionError(f"set_param_typed({name!r}): {len(raw)} bytes is not a whole "
-                               f"number of {dt} elements ({dt.size_bytes} bytes each)")
-        # RLX's buffers are little-endian, as numpy's native order on every supported host
-        self.set_param(name, np.frombuffer(raw, dt.np).copy())
+        self.set_param(name, decode("set_param_typed", name, data, dtype, decl, SessionError))
 
     def _param_decl(self, name: str):
         if name not in self._params_decl:
@@ -200,8 +193,45 @@ class CompiledGraph:
                 raise SessionError(f"{what} {name!r} has shape {list(arr.shape)}, expected "
                                    f"{decl.dims_text()}")
 
-    def capabilities(self) -> dict:
-        return {"clone": False, "typed_io": True}
+    def run_typed(self, inputs) -> list:
+        """RLX's typed run: inputs as raw little-endian bytes, ``[(name, data, dtype)]`` or
+        ``{name: (data, dtype[, shape])}`` (the declared shape when omitted); outputs as
+        ``(bytes, dtype)`` pairs in each output's declared dtype."""
+        from .typed_io import encode, typed_inputs
+
+        return encode(self.run(typed_inputs(self, inputs, SessionError)))
+
+    def clone(self) -> "CompiledGraph":
+        """A new executable sharing this one's compiled kernels and plans, with params of
+        its own: it starts with this one's, and ``set_param`` on either changes only that
+        one (params are an immutable snapshot, so sharing it until then is safe)."""
+        twin = copy.copy(self)
+        twin._params_lock = threading.Lock()
+        twin._active_extent = None
+        return twin
+
+    def set_active_extent(self, extent) -> None:
+        """RLX's hint that runs need only the first ``actual`` of the ``upper`` rows the
+        graph was built for (``(actual, upper)``; None clears it). Kernels here always run
+        the whole extent, so ``capabilities().active_extent`` is False; the hint is kept
+        (``active_extent()``) and ``BucketedCompileCache.run_padded`` slices the rows."""
+        if extent is not None:
+            actual, upper = (int(v) for v in extent)
+            if not 0 <= actual <= upper:
+                raise SessionError(f"set_active_extent: need 0 <= actual <= upper, got "
+                                   f"({actual}, {upper})")
+            extent = (actual, upper)
+        self._active_extent = extent
+
+    def active_extent(self):
+        """The hint ``set_active_extent`` left, or None."""
+        return self._active_extent
+
+    def capabilities(self):
+        """RLX's ``ExecutableCapabilities`` (also readable as a dict)."""
+        from .capabilities import ExecutableCapabilities
+
+        return ExecutableCapabilities(clone=True, typed_io=True)
 
     def __repr__(self) -> str:
         return f"<CompiledGraph @{self.graph.name} on {self.device}>"

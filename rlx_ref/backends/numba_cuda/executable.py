@@ -252,10 +252,9 @@ class CudaExecutable(CompiledGraph, Executable):
             finally:
                 self._pool.release(key, plan)
 
-    def capabilities(self) -> dict:
-        caps = Executable.capabilities(self)
-        caps["gpu_handles"] = False          # outputs come back as host arrays
-        return caps
+    def capabilities(self):
+        # gpu_handles stays off: outputs come back as host arrays
+        return CompiledGraph.capabilities(self)
 
     def kernel_sources(self) -> dict:
         out = {}

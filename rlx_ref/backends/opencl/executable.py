@@ -264,7 +264,5 @@ class OpenCLExecutable(CompiledGraph, Executable):
             out.update(plan.kernel_sources())
         return out
 
-    def capabilities(self) -> dict:
-        caps = super().capabilities()
-        caps["gpu_handles"] = not self.device_info.is_cpu
-        return caps
+    def capabilities(self):
+        return super().capabilities().replace(gpu_handles=not self.device_info.is_cpu)
