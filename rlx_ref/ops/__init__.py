@@ -5,7 +5,7 @@ FAMILIES = (
     "normalization", "attention", "conv", "control", "region", "custom",
     "backward_activation", "backward_norm",
     "backward_nn", "backward_conv", "backward_loss", "backward_attention", "backward_scan",
-    "quant", "quant_matmul", "fake_quant", "scaled",
+    "quant", "quant_matmul", "fake_quant", "scaled", "fused",
 )
 
 

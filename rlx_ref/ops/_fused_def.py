@@ -1,0 +1,74 @@
+"""Shared machinery of the fused kinds: operand counts, dtype rules, and shape inference
+and checks that run the kind's decomposition (``_fused_forms``) over the operand shapes,
+so every step's own rules apply and are reported under the fused kind's constraint."""
+from __future__ import annotations
+
+from ..ir.dtype import DType
+from ..ir.shape import ShapeError
+from ._fused_emit import form_accuracy, form_graph, run_form
+from .opdef import Caps, OpDef, OpError, register, want
+
+FUSED = Caps.FUSED
+BLAS_FUSED = Caps.BLAS | Caps.FUSION_BOUNDARY | Caps.FUSED
+
+
+def _build(form, shapes, a, kind: str, cid: str):
+    """The decomposition graph over ``shapes``; OpError naming the failing step."""
+    from ..ir.builder import BuildError
+
+    try:
+        return form_graph(form, a, shapes)
+    except (BuildError, OpError, ShapeError) as e:
+        raise OpError(f"({cid}) {kind}: the operands do not fit its steps: {e}") from None
+
+
+def make_infer(form, names, kind: str, cid: str):
+    """Shape rule: the decomposition's output shape (None while a dim is dynamic)."""
+    def infer(shapes, a):
+        n = len(names(a))
+        want(len(shapes) == n, f"(C1) {kind} takes {n} operands ({', '.join(names(a))}), "
+                               f"got {len(shapes)}")
+        if not all(s.is_static for s in shapes):
+            return None
+        g = _build(form, shapes, a, kind, cid)
+        return g.shape(g.outputs[0])
+    return infer
+
+
+def make_check(form, names, kind: str, cid: str, rules=None, loose=("mask",)):
+    """C1 operand count, C2 one float dtype (``loose`` operands: float or bool), then the
+    kind's own ``rules(shapes, a)``, then every step of the decomposition."""
+    def check(shapes, a, out):
+        ns = names(a)
+        want(len(shapes) == len(ns), f"(C1) {kind} takes {len(ns)} operands "
+                                     f"({', '.join(ns)}), got {len(shapes)}")
+        dt = shapes[0].dtype
+        want(dt.is_float, f"(C2) {kind} operand {ns[0]} must be a float tensor, got {dt}")
+        for s, n in zip(shapes, ns):
+            if n in loose:
+                want(s.dtype.is_float or s.dtype is DType.BOOL,
+                     f"(C2) {kind} operand {n} must be float or bool, got {s.dtype}")
+            else:
+                want(s.dtype == dt, f"(C2) {kind} operands share one dtype: {ns[0]} is {dt} "
+                                    f"but {n} is {s.dtype}")
+        if rules is not None:
+            rules(shapes, a)
+        if all(s.is_static for s in shapes):
+            _build(form, shapes, a, kind, cid)
+    return check
+
+
+def register_fused(kind, form, attrs, names, doc, constraints, samples, dtypes, *,
+                   input_names=(), caps=FUSED, rules=None, notes="", payload="struct",
+                   cid=None, family="fused", loose=("mask",)):
+    """One fused kind: oracle = its decomposition on arrays; contract = its nodes' sum."""
+    cid = cid or f"C{len(constraints)}"
+    count = names if callable(names) else (lambda a, _n=tuple(names): _n)
+    register(OpDef(
+        kind=kind, family=family, attrs=attrs, payload=payload, arity=None, min_arity=1,
+        caps=caps, infer=make_infer(form, count, kind, cid),
+        check=make_check(form, count, kind, cid, rules, loose),
+        reference=lambda ctx, *xs: run_form(form, ctx, xs), doc=doc,
+        constraints=tuple(constraints), samples=samples, dtypes=dtypes,
+        input_names=tuple(input_names or (() if callable(names) else names)),
+        accuracy=form_accuracy(form), notes=notes))
