@@ -35,7 +35,8 @@ def make_infer(form, names, kind: str, cid: str):
     return infer
 
 
-def make_check(form, names, kind: str, cid: str, rules=None, loose=("mask",)):
+def make_check(form, names, kind: str, cid: str, rules=None, loose=("mask",),
+               floats: bool = True):
     """C1 operand count, C2 one float dtype (``loose`` operands: float or bool), then the
     kind's own ``rules(shapes, a)``, then every step of the decomposition."""
     def check(shapes, a, out):
@@ -43,7 +44,7 @@ def make_check(form, names, kind: str, cid: str, rules=None, loose=("mask",)):
         want(len(shapes) == len(ns), f"(C1) {kind} takes {len(ns)} operands "
                                      f"({', '.join(ns)}), got {len(shapes)}")
         dt = shapes[0].dtype
-        want(dt.is_float, f"(C2) {kind} operand {ns[0]} must be a float tensor, got {dt}")
+        want(dt.is_float or not floats, f"(C2) {kind} operand {ns[0]} must be a float tensor, got {dt}")
         for s, n in zip(shapes, ns):
             if n in loose:
                 want(s.dtype.is_float or s.dtype is DType.BOOL,
@@ -60,14 +61,14 @@ def make_check(form, names, kind: str, cid: str, rules=None, loose=("mask",)):
 
 def register_fused(kind, form, attrs, names, doc, constraints, samples, dtypes, *,
                    input_names=(), caps=FUSED, rules=None, notes="", payload="struct",
-                   cid=None, family="fused", loose=("mask",)):
+                   cid=None, family="fused", loose=("mask",), floats=True):
     """One fused kind: oracle = its decomposition on arrays; contract = its nodes' sum."""
     cid = cid or f"C{len(constraints)}"
     count = names if callable(names) else (lambda a, _n=tuple(names): _n)
     register(OpDef(
         kind=kind, family=family, attrs=attrs, payload=payload, arity=None, min_arity=1,
         caps=caps, infer=make_infer(form, count, kind, cid),
-        check=make_check(form, count, kind, cid, rules, loose),
+        check=make_check(form, count, kind, cid, rules, loose, floats),
         reference=lambda ctx, *xs: run_form(form, ctx, xs), doc=doc,
         constraints=tuple(constraints), samples=samples, dtypes=dtypes,
         input_names=tuple(input_names or (() if callable(names) else names)),
