@@ -40,6 +40,11 @@ FORMS = {
 }
 KINDS = tuple(FORMS)
 DTYPES = (DType.F32, DType.F64)
+# output dtypes a backend claims per kind: a Cast (cast_to, a chain's Cast step) may make
+# the output 16-bit while the work stays in the operands' dtype
+CLAIM_DTYPES = {k: DTYPES for k in KINDS}
+CLAIM_DTYPES.update(FusedSwiGLU=DTYPES + (DType.F16, DType.BF16),
+                    BatchElementwiseRegion=DTYPES + (DType.F16, DType.BF16))
 REASON = ("no fused kernel: unfused into its RLX decomposition (MatMul, Conv, Binary, "
           "LayerNorm/RmsNorm, Attention, Rope, ElementwiseRegion, ...), which this backend "
           "runs natively")
@@ -59,4 +64,4 @@ def _register(kind: str, form, produces) -> None:
 for _kind, (_form, _produces) in FORMS.items():
     _register(_kind, _form, _produces)
 
-__all__ = ["DTYPES", "FORMS", "KINDS", "REASON"]
+__all__ = ["CLAIM_DTYPES", "DTYPES", "FORMS", "KINDS", "REASON"]

@@ -4,7 +4,8 @@ MatMul, Conv, Binary, LayerNorm/RmsNorm, Attention, Rope, ElementwiseRegion, Con
 other primitive kinds this backend lowers."""
 from __future__ import annotations
 
-from ...passes.unfuse_composites import DTYPES, KINDS, REASON
+from ...passes.unfuse_composites import CLAIM_DTYPES, REASON
 from .lowering import TABLE
 
-TABLE.decomposed(KINDS, DTYPES, REASON)
+for _kind, _dtypes in CLAIM_DTYPES.items():
+    TABLE.decomposed((_kind,), _dtypes, REASON)
