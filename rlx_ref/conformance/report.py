@@ -168,13 +168,16 @@ CATEGORIES = (
     ("Reduction & indexing", ("reduction",)),
     ("Convolution & pooling", ("conv",)),
     ("Quantization — inference", ("quant", "scaled")),
+    ("Fused composites", ("fused",)),
     ("Control flow", ("control",)),
     ("Custom", ("custom",)),
     ("Quantization — training", ("fake_quant",)),
     ("Backward / training ops", ("backward",)),
 )
 KIND_CATEGORY = {"CustomFn": "Custom",     # RLX lists CustomFn beside Custom
-                 "GroupedMatMul": "Linear algebra", "LoraMatMul": "Linear algebra"}
+                 "GroupedMatMul": "Linear algebra", "LoraMatMul": "Linear algebra",
+                 "AdaLayerNormBackward": "Backward / training ops",
+                 "GatedResidualBackward": "Backward / training ops"}
 OTHER = "Other"                            # a family no category names yet
 _ANNOTATION = {"native": "", "rewritten": "ᵁ", "decomposed": "ᴰ", "host": "ᴴ"}
 

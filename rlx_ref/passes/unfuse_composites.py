@@ -44,7 +44,9 @@ DTYPES = (DType.F32, DType.F64)
 # the output 16-bit while the work stays in the operands' dtype
 CLAIM_DTYPES = {k: DTYPES for k in KINDS}
 CLAIM_DTYPES.update(FusedSwiGLU=DTYPES + (DType.F16, DType.BF16),
-                    BatchElementwiseRegion=DTYPES + (DType.F16, DType.BF16))
+                    BatchElementwiseRegion=DTYPES + (DType.F16, DType.BF16),
+                    TransformRegion=DTYPES + (DType.F16, DType.BF16, DType.I32, DType.I64,
+                                              DType.U8, DType.BOOL))
 REASON = ("no fused kernel: unfused into its RLX decomposition (MatMul, Conv, Binary, "
           "LayerNorm/RmsNorm, Attention, Rope, ElementwiseRegion, ...), which this backend "
           "runs natively")
