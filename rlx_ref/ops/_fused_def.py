@@ -22,29 +22,16 @@ def _build(form, shapes, a, kind: str, cid: str):
         raise OpError(f"({cid}) {kind}: the operands do not fit its steps: {e}") from None
 
 
-def make_infer(form, names, kind: str, cid: str):
-    """Shape rule: the decomposition's output shape (None while a dim is dynamic)."""
-    def infer(shapes, a):
-        n = len(names(a))
-        want(len(shapes) == n, f"(C1) {kind} takes {n} operands ({', '.join(names(a))}), "
-                               f"got {len(shapes)}")
-        if not all(s.is_static for s in shapes):
-            return None
-        g = _build(form, shapes, a, kind, cid)
-        return g.shape(g.outputs[0])
-    return infer
-
-
-def make_check(form, names, kind: str, cid: str, rules=None, loose=("mask",),
-               floats: bool = True):
-    """C1 operand count, C2 one float dtype (``loose`` operands: float or bool), then the
-    kind's own ``rules(shapes, a)``, then every step of the decomposition."""
-    def check(shapes, a, out):
+def make_rules(names, kind: str, rules=None, loose=("mask",), floats: bool = True):
+    """C1 operand count, C2 one (float) dtype (``loose`` operands: float or bool), then
+    the kind's own ``rules(shapes, a)``."""
+    def pre(shapes, a):
         ns = names(a)
         want(len(shapes) == len(ns), f"(C1) {kind} takes {len(ns)} operands "
                                      f"({', '.join(ns)}), got {len(shapes)}")
         dt = shapes[0].dtype
-        want(dt.is_float or not floats, f"(C2) {kind} operand {ns[0]} must be a float tensor, got {dt}")
+        want(dt.is_float or not floats, f"(C2) {kind} operand {ns[0]} must be a float "
+                                        f"tensor, got {dt}")
         for s, n in zip(shapes, ns):
             if n in loose:
                 want(s.dtype.is_float or s.dtype is DType.BOOL,
@@ -54,6 +41,24 @@ def make_check(form, names, kind: str, cid: str, rules=None, loose=("mask",),
                                     f"but {n} is {s.dtype}")
         if rules is not None:
             rules(shapes, a)
+    return pre
+
+
+def make_infer(form, pre, kind: str, cid: str):
+    """Shape rule: the decomposition's output shape (None while a dim is dynamic)."""
+    def infer(shapes, a):
+        pre(shapes, a)
+        if not all(s.is_static for s in shapes):
+            return None
+        g = _build(form, shapes, a, kind, cid)
+        return g.shape(g.outputs[0])
+    return infer
+
+
+def make_check(form, pre, kind: str, cid: str):
+    """The operand rules, then every step of the decomposition."""
+    def check(shapes, a, out):
+        pre(shapes, a)
         if all(s.is_static for s in shapes):
             _build(form, shapes, a, kind, cid)
     return check
@@ -65,10 +70,11 @@ def register_fused(kind, form, attrs, names, doc, constraints, samples, dtypes, 
     """One fused kind: oracle = its decomposition on arrays; contract = its nodes' sum."""
     cid = cid or f"C{len(constraints)}"
     count = names if callable(names) else (lambda a, _n=tuple(names): _n)
+    pre = make_rules(count, kind, rules, loose, floats)
     register(OpDef(
         kind=kind, family=family, attrs=attrs, payload=payload, arity=None, min_arity=1,
-        caps=caps, infer=make_infer(form, count, kind, cid),
-        check=make_check(form, count, kind, cid, rules, loose, floats),
+        caps=caps, infer=make_infer(form, pre, kind, cid),
+        check=make_check(form, pre, kind, cid),
         reference=lambda ctx, *xs: run_form(form, ctx, xs), doc=doc,
         constraints=tuple(constraints), samples=samples, dtypes=dtypes,
         input_names=tuple(input_names or (() if callable(names) else names)),
