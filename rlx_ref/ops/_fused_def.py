@@ -9,6 +9,9 @@ from ._fused_emit import form_accuracy, form_graph, run_form
 from .opdef import Caps, OpDef, OpError, register, want
 
 FUSED = Caps.FUSED
+# RLX's fused kernels compute in f32; a deep composite in a 16-bit dtype rounds at every
+# step, which no single contract bounds usefully, so the fused kinds take f32 and f64
+WIDE = (DType.F32, DType.F64)
 BLAS_FUSED = Caps.BLAS | Caps.FUSION_BOUNDARY | Caps.FUSED
 
 
@@ -30,8 +33,8 @@ def make_rules(names, kind: str, rules=None, loose=("mask",), floats: bool = Tru
         want(len(shapes) == len(ns), f"(C1) {kind} takes {len(ns)} operands "
                                      f"({', '.join(ns)}), got {len(shapes)}")
         dt = shapes[0].dtype
-        want(dt.is_float or not floats, f"(C2) {kind} operand {ns[0]} must be a float "
-                                        f"tensor, got {dt}")
+        want(dt in WIDE or not floats, f"(C2) {kind} operand {ns[0]} must be f32 or f64, "
+                                       f"got {dt} (Cast 16-bit tensors to f32 first)")
         for s, n in zip(shapes, ns):
             if n in loose:
                 want(s.dtype.is_float or s.dtype is DType.BOOL,
@@ -66,7 +69,7 @@ def make_check(form, pre, kind: str, cid: str):
 
 def register_fused(kind, form, attrs, names, doc, constraints, samples, dtypes, *,
                    input_names=(), caps=FUSED, rules=None, notes="", payload="struct",
-                   cid=None, family="fused", loose=("mask",), floats=True):
+                   cid=None, family="fused", loose=("mask",), floats=True, accuracy=None):
     """One fused kind: oracle = its decomposition on arrays; contract = its nodes' sum."""
     cid = cid or f"C{len(constraints)}"
     count = names if callable(names) else (lambda a, _n=tuple(names): _n)
@@ -78,4 +81,4 @@ def register_fused(kind, form, attrs, names, doc, constraints, samples, dtypes, 
         reference=lambda ctx, *xs: run_form(form, ctx, xs), doc=doc,
         constraints=tuple(constraints), samples=samples, dtypes=dtypes,
         input_names=tuple(input_names or (() if callable(names) else names)),
-        accuracy=form_accuracy(form), notes=notes))
+        accuracy=accuracy or form_accuracy(form), notes=notes))

@@ -70,7 +70,7 @@ def _gated_rules(kind: str, backward: bool):
 
 
 _ADA_C = (
-    "C2: one float dtype.",
+    "C2: one dtype, f32 or f64.",
     "C3: norm is LayerNorm or RmsNorm; scale broadcasts to x and ends in x's last dim "
     "(e.g. [B, 1, D] over [B, S, D]); shift has scale's shape.")
 
@@ -106,7 +106,7 @@ register_fused(
     "(e.g. `[B, 1, D]` over `[B, S, D]`). Decomposition: Binary Mul(gate, y), Binary "
     "Add(x, ·). Output has x's shape.",
     ("C1: three operands: x, y, gate.",
-     "C2: one float dtype.",
+     "C2: one dtype, f32 or f64.",
      "C3: y has x's shape; gate broadcasts to x and ends in x's last dim."),
     _samples("gated_residual"), FLOATS, rules=_gated_rules("GatedResidual", False),
     payload="unit")
@@ -117,7 +117,7 @@ register_fused(
     "`dy_y = dy · gate` and `dgate = Σ dy · y` over the axes gate broadcasts along, "
     "row-major.",
     ("C1: four operands: x, y, gate, dy.",
-     "C2: one float dtype.",
+     "C2: one dtype, f32 or f64.",
      "C3: y has x's shape; gate broadcasts to x and ends in x's last dim.",
      "C4: dy has x's shape."),
     _samples("gated_residual_backward"), FLOATS,

@@ -53,7 +53,7 @@ register_fused(
     "the product's dims, Binary Add, then the Activation when `activation` is set. All "
     "MatMul layouts and batch broadcasts apply; bias broadcasts numpy-style to the product.",
     ("C1: three operands: x, w, bias.",
-     "C2: one float dtype.",
+     "C2: one dtype, f32 or f64.",
      "C3: x and w obey MatMul's rules; bias broadcasts (Expand) to the product's dims."),
     _samples("matmul_bias_act"), FLOATS, caps=BLAS_FUSED)
 
@@ -89,7 +89,7 @@ register_fused(
     "dims, Binary Add, then (with `has_residual`) Binary Add of the full-size `residual`, "
     "then the Activation when `activation` is set.",
     ("C1: three operands (x, w, bias), four with has_residual (+ residual).",
-     "C2: one float dtype.",
+     "C2: one dtype, f32 or f64.",
      "C3: bias is rank 1 with C_out elements.",
      "C4: x and w obey Conv's rules; residual broadcasts to the conv output."),
     _samples("conv_bias_act"), FLOATS, caps=BLAS_FUSED, rules=_conv_rules,
@@ -129,7 +129,7 @@ for _kind, _form, _norm in (("FusedResidualLN", F.residual_ln, "LayerNorm"),
         f"Expanded to x's dims, then {_norm} (axis -1).",
         ("C1: four operands (x, residual, gamma, beta), five with has_bias (x, residual, "
          "bias, gamma, beta).",
-         "C2: one float dtype.",
+         "C2: one dtype, f32 or f64.",
          "C3: residual has x's shape.",
          f"C4: bias broadcasts to x; gamma and beta obey {_norm}'s rules on axis -1."),
         _samples("residual_norm_" + _norm), FLOATS, rules=_res_rules(_kind),
@@ -160,7 +160,7 @@ register_fused(
     "and the high half gate (`gate_first` swaps them); Narrow ×2, Activation Silu, Binary "
     "Mul, then a Cast to `cast_to` when set. Output `[..., N]`.",
     ("C1: one operand, packed.",
-     "C2: a float dtype.",
+     "C2: f32 or f64.",
      "C3: rank >= 1 with an even last dim.",
      "C4: cast_to (when set) is a dtype Cast accepts."),
     _samples("swiglu"), FLOATS, rules=_swiglu_rules,
@@ -201,7 +201,7 @@ register_fused(
     "Reshape back to `[B, S, H·D]`, `@ out_w [+ out_b]`.",
     ("C1: operands hidden, qkv_w, out_w, mask, then qkv_b, out_b with has_bias, then "
      "rope_cos, rope_sin with has_rope.",
-     "C2: one float dtype (mask: float or bool).",
+     "C2: one dtype, f32 or f64 (mask: any float or bool).",
      "C3: num_heads and head_dim are non-zero; hidden is [B, S, D].",
      "C4: every step obeys its kind's rules (qkv_w [D, 3·H·D], out_w [H·D, D_out], "
      "mask [B, S], biases broadcast, Rope tables)."),
@@ -249,7 +249,7 @@ register_fused(
     ("C1: with has_bias 14 operands (hidden, qkv_w, qkv_b, out_w, out_b, ln1_g, ln1_b, "
      "fc1_w, fc1_b, fc2_w, fc2_b, ln2_g, ln2_b, mask); without, 8 (hidden, qkv_w, out_w, "
      "ln1_g, fc1_w, fc2_w, ln2_g, mask).",
-     "C2: one float dtype (mask: float or bool).",
+     "C2: one dtype, f32 or f64 (mask: any float or bool).",
      "C3: num_heads, head_dim non-zero; hidden is [B, S, D]; fc1_w ends in "
      "intermediate_size.",
      "C4: every step obeys its kind's rules (out_w and fc2_w map back to D, gammas [D])."),

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..conformance.accuracy import chain_accuracy
 from ..ir.dtype import DType
 from ..ir.shape import Shape
 from . import _fused_forms as F
@@ -18,7 +19,7 @@ from ._fused_def import FUSED, register_fused
 from .codec import U32, Enum, ListOf, TupleOf, attr
 from .opdef import Caps, OpError, Sample, want
 from .region import (CHAIN_STEP, MAX_INPUTS, OPERAND, PROLOGUE, ElementwiseRegionAttrs,
-                     Input, activation, binary, cast, encode_region)
+                     Input, activation, binary, cast, encode_region, step_op)
 
 FLOATS = (DType.F32, DType.F64)
 TRANSFORM_STEP = Enum("TransformStep", data={"ResizeNearest2x": OPERAND})
@@ -158,8 +159,9 @@ register_fused(
      "(ElementwiseRegion C1-C8) on each slice."),
     batch_samples, FLOATS, caps=Caps.ELEMENTWISE | FUSED, family="region",
     rules=lambda s, a: (_batch_rules(s, a), _check_inner(s, a)), loose=(),
-    floats=False,
-    input_names=("slice0", "slice1", "..."),
+    floats=False, input_names=("slice0", "slice1", "..."),
+    # every output element is one chain evaluation on one slice: ElementwiseRegion's contract
+    accuracy=lambda a, s, dt: chain_accuracy([step_op(st)[:2] for st in a.chain], dt),
     notes="RLX's decomposition declares every slice result `[1, C, H, W]` (its fusion "
           "pass builds slices of one batch row); slices of any rank and length along "
           "axis 0 are accepted here, each region keeping its slice's shape.")
