@@ -234,8 +234,10 @@ def _fails(match, kind, arrays, **fields):
 
 def test_constraint_errors_name_the_rule():
     x = r(2, 4, dtype=np.float32)
-    _fails(r"\(C1\) FusedMatMulBiasAct takes 3", "FusedMatMulBiasAct", [x, x.T],
+    _fails(r"FusedMatMulBiasAct takes 3 operands", "FusedMatMulBiasAct", [x, x.T],
            activation=None)
+    _fails(r"\(C1\) FusedResidualLN takes 5 operands \(x, residual, bias, gamma, beta\)",
+           "FusedResidualLN", [x, x, x[0], x[0]], has_bias=True, eps=1e-5)
     _fails(r"\(C2\)", "FusedMatMulBiasAct", [x, x.T.astype(np.float64), x[:, :2]],
            activation=None)
     _fails(r"\(C3\) FusedSwiGLU .* even", "FusedSwiGLU", [r(2, 5, dtype=np.float32)])

@@ -75,7 +75,8 @@ def register_fused(kind, form, attrs, names, doc, constraints, samples, dtypes, 
     count = names if callable(names) else (lambda a, _n=tuple(names): _n)
     pre = make_rules(count, kind, rules, loose, floats)
     register(OpDef(
-        kind=kind, family=family, attrs=attrs, payload=payload, arity=None, min_arity=1,
+        kind=kind, family=family, attrs=attrs, payload=payload,
+        arity=None if callable(names) else len(names), min_arity=1,
         caps=caps, infer=make_infer(form, pre, kind, cid),
         check=make_check(form, pre, kind, cid),
         reference=lambda ctx, *xs: run_form(form, ctx, xs), doc=doc,

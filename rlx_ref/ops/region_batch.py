@@ -159,7 +159,7 @@ register_fused(
      "(ElementwiseRegion C1-C8) on each slice."),
     batch_samples, FLOATS, caps=Caps.ELEMENTWISE | FUSED, family="region",
     rules=lambda s, a: (_batch_rules(s, a), _check_inner(s, a)), loose=(),
-    floats=False, input_names=("slice0", "slice1", "..."),
+    floats=False, input_names=("slice",),
     # every output element is one chain evaluation on one slice: ElementwiseRegion's contract
     accuracy=lambda a, s, dt: chain_accuracy([step_op(st)[:2] for st in a.chain], dt),
     notes="RLX's decomposition declares every slice result `[1, C, H, W]` (its fusion "
