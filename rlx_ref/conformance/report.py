@@ -169,6 +169,7 @@ CATEGORIES = (
     ("Random number generation", ("random",)),
     ("Convolution & pooling", ("conv",)),
     ("Quantization — inference", ("quant", "scaled")),
+    ("Fused composites", ("fused",)),
     ("Control flow", ("control",)),
     ("3D Gaussian splatting", ("splat",)),
     ("Custom", ("custom",)),
@@ -179,7 +180,9 @@ CATEGORIES = (
 )
 KIND_CATEGORY = {"CustomFn": "Custom",     # RLX lists CustomFn beside Custom
                  "GroupedMatMul": "Linear algebra", "LoraMatMul": "Linear algebra",
-                 "Sample": "Reduction & indexing"}   # RLX: beside TopK, not with the RNGs
+                 "Sample": "Reduction & indexing",   # RLX: beside TopK, not with the RNGs
+                 "AdaLayerNormBackward": "Backward / training ops",
+                 "GatedResidualBackward": "Backward / training ops"}
 OTHER = "Other"                            # a family no category names yet
 _ANNOTATION = {"native": "", "rewritten": "ᵁ", "decomposed": "ᴰ", "host": "ᴴ"}
 

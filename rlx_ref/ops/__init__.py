@@ -9,6 +9,7 @@ FAMILIES = (
     "sort", "random", "splat",
     "conv3d", "backward_conv3d", "attention_axial", "quant_mlx",
     "sequence", "spd", "spd_backward",
+    "fused", "region_batch",
 )
 
 

@@ -312,15 +312,15 @@ def decompose(graph: Graph, supported: SupportTable | None = None, kinds=None,
 
 
 def _load_families() -> None:
-    """Import every ``decompose_*`` module of this package: each registers the
-    decompositions of one op family (the backward kinds, ...) with ``decomposes``."""
+    """Import every ``decompose_*`` module of this package (and ``unfuse_composites``):
+    each registers the decompositions of one op family with ``decomposes``."""
     import importlib
     import pkgutil
 
     from . import __path__ as here
 
     for name in sorted(m.name for m in pkgutil.iter_modules(here)):
-        if name.startswith("decompose_"):
+        if name.startswith("decompose_") or name == "unfuse_composites":
             importlib.import_module(f"{__package__}.{name}")
 
 

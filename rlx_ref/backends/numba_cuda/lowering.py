@@ -38,6 +38,7 @@ TABLE = LoweringTable("cuda", __package__, (
     "lower_backward_nn",
     "lower_backward_scan",
     "lower_fake_quant",
+    "lower_fused",
     "lower_quant",
     "lower_quant_dense",
     "lower_quant_int",

@@ -44,6 +44,7 @@ TABLE = LoweringTable("opencl", __package__, (
     "lower_backward_nn",
     "lower_backward_scan",
     "lower_fake_quant",
+    "lower_fused",
     "lower_quant",
     "lower_quant_int",
     "lower_host",           # last: declares every kind still without a kernel
