@@ -169,6 +169,8 @@ CATEGORIES = (
     ("Convolution & pooling", ("conv",)),
     ("Quantization — inference", ("quant", "scaled")),
     ("Control flow", ("control",)),
+    ("Complex (C64 / Wirtinger AD)", ("complex",)),
+    ("FFT & signal", ("spectral",)),
     ("Custom", ("custom",)),
     ("Quantization — training", ("fake_quant",)),
     ("Backward / training ops", ("backward",)),

@@ -6,6 +6,7 @@ FAMILIES = (
     "backward_activation", "backward_norm",
     "backward_nn", "backward_conv", "backward_loss", "backward_attention", "backward_scan",
     "quant", "quant_matmul", "fake_quant", "scaled",
+    "complex", "spectral",
 )
 
 
