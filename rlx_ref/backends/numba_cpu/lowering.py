@@ -36,6 +36,7 @@ TABLE = LoweringTable("numba-cpu", __package__, (
     "lower_fake_quant",
     "lower_quant",
     "lower_quant_int",
+    "lower_spectral",
 ))
 LOWERINGS = TABLE.entries
 
