@@ -182,12 +182,14 @@ def test_log_mel_from_an_fft_of_a_tone():
                                atol=1e-5)
 
 
-def test_log_mel_backward_matches_finite_differences():
+@pytest.mark.parametrize("device", DEVICES)
+def test_log_mel_backward_matches_finite_differences(device):
     spec = RNG.standard_normal((2, 16)).astype(np.float32).astype(np.float64)
     filters = (RNG.random((4, 5)) + 0.1).astype(np.float32).astype(np.float64)
     dy = RNG.standard_normal((2, 4)).astype(np.float32).astype(np.float64)
-    got = run_single("LogMelBackward", None, spec.astype(np.float32),
-                     filters.astype(np.float32), dy.astype(np.float32), float64=True)
+    ins = (spec.astype(np.float32), filters.astype(np.float32), dy.astype(np.float32))
+    got = (run_single("LogMelBackward", None, *ins, float64=True) if device is None
+           else _run_on(device, "LogMelBackward", None, *ins).astype(np.float64))
 
     def loss(s):
         return float((log_mel_formula(s, filters) * dy).sum())
@@ -197,14 +199,17 @@ def test_log_mel_backward_matches_finite_differences():
         e[i] = 1e-6
         num[i] = (loss(spec + e) - loss(spec - e)) / 2e-6
     # no mel sits on its frame's floor here, so RLX's VJP is the exact gradient
-    np.testing.assert_allclose(got, num, atol=1e-6 * np.abs(num).max() + 1e-9)
+    tol = (1e-6 if device is None else 1e-5) * np.abs(num).max()
+    np.testing.assert_allclose(got, num, atol=tol)
     assert np.all(got[:, 5:8] == 0) and np.all(got[:, 13:] == 0)   # bins past n/2 + 1
 
 
-def test_welch_peaks_hand_and_formula():
+@pytest.mark.parametrize("device", DEVICES)
+def test_welch_peaks_formula(device):
     spec = RNG.standard_normal((6, 16)).astype(np.float32)
     attrs = get("WelchPeaks").attrs(3, 2)
-    got = run_single("WelchPeaks", attrs, spec)
+    got = (run_single("WelchPeaks", attrs, spec) if device is None
+           else _run_on(device, "WelchPeaks", attrs, spec))
     assert got.shape == (3, 6)
     for b in range(3):
         rows = spec[2 * b:2 * b + 2].astype(np.float64)

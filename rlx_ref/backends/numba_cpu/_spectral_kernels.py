@@ -171,6 +171,80 @@ def log_mel(spec, filt, out, n_fft, n_bins, mel_floor):
 
 
 @njit(**_KJ)
+def log_mel_backward(spec, filt, dy, out, n_fft, n_bins, mel_floor, ln10):
+    """RLX's log_mel_vjp_frame per row, in f64."""
+    n_mels = filt.shape[0]
+    power = np.empty(n_bins)
+    d_pow = np.empty(n_bins)
+    energy = np.empty(n_mels)
+    raw = np.empty(n_mels)
+    for r in range(spec.shape[0]):
+        for k in range(n_bins):
+            re = np.float64(spec[r, k])
+            im = np.float64(spec[r, n_fft + k])
+            power[k] = re * re + im * im
+            d_pow[k] = 0.0
+        top = -np.inf
+        for m in range(n_mels):
+            acc = 0.0
+            for k in range(n_bins):
+                acc += np.float64(filt[m, k]) * power[k]
+            energy[m] = acc
+            raw[m] = math.log10(acc if acc > mel_floor else mel_floor)
+            if raw[m] > top:
+                top = raw[m]
+        floor = top - 8.0
+        for m in range(n_mels):
+            c = raw[m] if raw[m] > floor else floor
+            d_mel = 0.0 if abs(c - floor) <= 1e-6 else np.float64(dy[r, m]) * 0.25
+            if energy[m] <= mel_floor:        # NaN energy stays live, as RLX
+                continue
+            d_log = d_mel / (energy[m] * ln10)
+            for k in range(n_bins):
+                d_pow[k] += d_log * np.float64(filt[m, k])
+        for i in range(2 * n_fft):
+            out[r, i] = 0.0
+        for k in range(n_bins):
+            out[r, k] = d_pow[k] * 2.0 * np.float64(spec[r, k])
+            out[r, n_fft + k] = d_pow[k] * 2.0 * np.float64(spec[r, n_fft + k])
+
+
+@njit(**_KJ)
+def welch_peaks(spec, out, n_fft, n_seg, k):
+    """Segment-averaged one-sided PSD (f64), then the k largest, ties to the lower bin."""
+    n_bins = n_fft // 2 + 1
+    psd = np.empty(n_bins)
+    used = np.empty(n_bins, np.bool_)
+    inv = 1.0 / n_seg
+    for b in range(spec.shape[0] // n_seg):
+        for j in range(n_bins):
+            psd[j] = 0.0
+            used[j] = False
+        for s in range(n_seg):
+            row = b * n_seg + s
+            for j in range(n_bins):
+                re = np.float64(spec[row, j])
+                im = np.float64(spec[row, n_fft + j])
+                p = re * re + im * im
+                if 0 < j < n_bins - 1:
+                    p *= 2.0
+                psd[j] += p * inv
+        for i in range(2 * k):
+            out[b, i] = 0.0
+        for i in range(min(k, n_bins)):
+            best = -1
+            for j in range(n_bins):
+                if used[j]:
+                    continue
+                if best < 0 or psd[j] > psd[best] or (psd[best] != psd[best]
+                                                        and psd[j] == psd[j]):
+                    best = j
+            used[best] = True
+            out[b, 2 * i] = best
+            out[b, 2 * i + 1] = psd[best]
+
+
+@njit(**_KJ)
 def conv_full(x, h, out):
     """Direct full convolution of rows [rows, L] with h [M], summed in f64."""
     ell = x.shape[1]

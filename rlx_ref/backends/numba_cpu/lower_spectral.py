@@ -1,10 +1,10 @@
 """Lowering of the spectral and complex families on the kernels of ``_spectral_kernels``.
 
 Fft (F32/F64 2N block and C64 interleaved, every length and norm), FftButterflyStage,
-LogMel, PartitionedConv (a direct f64 sum: the overlap-save partitioning RLX uses only
-changes the rounding) and the C64 kinds ComplexNormSq, ComplexNormSqBackward and Conjugate
-run natively. LogMelBackward and WelchPeaks are not lowered: a graph using them on this
-backend fails legalization (reference only).
+LogMel, LogMelBackward, WelchPeaks, PartitionedConv (a direct f64 sum: the overlap-save
+partitioning RLX uses only changes the rounding) and the C64 kinds ComplexNormSq,
+ComplexNormSqBackward and Conjugate all run natively; sums and logs are taken in f64 and
+rounded once into the output.
 """
 from __future__ import annotations
 
@@ -81,6 +81,38 @@ def lower_log_mel(node, ins, ctx) -> Step:
         if out.size:
             fn(_rows2(_contig(spec), ext), _contig(filters), _rows2(out, n_mels), n_fft,
                n_fft // 2 + 1, floor)
+    return Step(run, [kernel])
+
+
+@lowers("LogMelBackward", F32, reason="mel energies, log10 and the VJP in f64, one rounding")
+def lower_log_mel_backward(node, ins, ctx) -> Step:
+    kernel = _kernel()
+    fn = kernel.get("log_mel_backward")
+    ext = int(ins[0].dims[-1])
+    n_fft = ext // 2
+    floor, ln10 = float(_spectral_ref.MEL_FLOOR), float(_spectral_ref.LN10)
+
+    def run(out, spec, filters, dy):
+        n_mels = filters.shape[0]
+        if out.size:
+            fn(_rows2(_contig(spec), ext), _contig(filters), _rows2(_contig(dy), n_mels),
+               _rows2(out, ext), n_fft, n_fft // 2 + 1, floor, ln10)
+    return Step(run, [kernel])
+
+
+@lowers("WelchPeaks", F32, reason="the segment-averaged PSD in f64, one rounding")
+def lower_welch_peaks(node, ins, ctx) -> Step:
+    kernel = _kernel()
+    fn = kernel.get("welch_peaks")
+    ext = int(ins[0].dims[-1])
+    k, n_seg = node.attrs.k, node.attrs.n_segments
+
+    def run(out, spec):
+        if spec.shape[0] % n_seg:        # dynamic rows: the verifier could not check
+            raise ValueError(f"WelchPeaks rows ({spec.shape[0]}) are not a multiple of "
+                             f"n_segments ({n_seg})")
+        if out.size:
+            fn(_rows2(_contig(spec), ext), out.reshape(-1, 2 * k), ext // 2, n_seg, k)
     return Step(run, [kernel])
 
 
