@@ -14,7 +14,8 @@ from ..ir.dtype import DType
 from ..ir.shape import Dyn
 from .opdef import Caps, OpDef, Sample, register, want
 
-EW = Caps.ELEMENTWISE | Caps.CONST_FOLDABLE
+# RLX classifies the three as OpCaps::NONE (capability.rs): opaque to the optimizer
+CAPS = Caps.NONE
 
 
 def _check_c64(s, kind: str, name: str = "z") -> None:
@@ -111,7 +112,7 @@ def _backward_samples(rng):
 
 
 register(OpDef(
-    kind="ComplexNormSq", family="complex", arity=1, caps=EW,
+    kind="ComplexNormSq", family="complex", arity=1, caps=CAPS,
     infer=lambda s, a: s[0].with_dtype(DType.F32),
     check=lambda s, a, o: _check_c64(s[0], "ComplexNormSq"),
     reference=_ref_norm_sq, input_names=("z",),
@@ -126,7 +127,7 @@ register(OpDef(
 ))
 
 register(OpDef(
-    kind="Conjugate", family="complex", arity=1, caps=EW,
+    kind="Conjugate", family="complex", arity=1, caps=CAPS,
     infer=lambda s, a: s[0], check=lambda s, a, o: _check_c64(s[0], "Conjugate"),
     reference=_ref_conjugate, input_names=("z",),
     doc="Element-wise complex conjugate `re - i·im` of a C64 tensor (the imaginary part's "
@@ -138,7 +139,7 @@ register(OpDef(
 ))
 
 register(OpDef(
-    kind="ComplexNormSqBackward", family="complex", arity=2, caps=EW,
+    kind="ComplexNormSqBackward", family="complex", arity=2, caps=CAPS,
     infer=lambda s, a: s[0], check=_check_backward,
     reference=_ref_norm_sq_backward, input_names=("z", "g"),
     doc="Wirtinger VJP of ComplexNormSq: with `f(z) = z·z̄`, `∂f/∂z̄ = z`, so the C64 "
