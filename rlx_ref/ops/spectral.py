@@ -91,7 +91,7 @@ register(OpDef(
     constraints=("C1: x is F32, F64 or C64; the output has x's shape and dtype.",
                  "C2: x has rank >= 1 (the last axis is transformed; the rest are a batch).",
                  "C3: F32/F64: the last dim is even and >= 2 (N = dim/2); C64: it is >= 1."),
-    samples=lambda rng: S.fft_samples(rng, FftAttrs), dtypes=FFT_DTYPES[:2],
+    samples=lambda rng: S.fft_samples(rng, FftAttrs), dtypes=FFT_DTYPES,
     accuracy=reduction(2, _fft_terms, "all",
                        reason="every output mixes all N inputs of its row; radix-2, "
                               "Bluestein and direct DFTs stay within c·eps·N·max|X|"),
