@@ -127,6 +127,9 @@ class Backend:
                 if not self.supports(n.kind, dt):
                     bad.append(f"@{g.name} %{n.id} {n.kind} ({dt}): not in {self.name}'s "
                                "declared op table")
+                elif (src := complex_cast_source(g, n, self.supports)) is not None:
+                    bad.append(f"@{g.name} %{n.id} Cast from {src}: {self.name} does not "
+                               f"claim Cast for {src}")
                 stack.extend(get(n.kind).bodies(n.attrs))
         return bad
 
@@ -184,3 +187,13 @@ class TableBackend(Backend):
         exe.dispatch_report = report
         exe.source_graph = graph
         return exe
+
+
+def complex_cast_source(graph: Graph, node, supports) -> DType | None:
+    """The complex operand dtype of a real-valued Cast that ``supports(kind, dtype)`` claims
+    only through its output dtype (claims are keyed on outputs, and a real Cast kernel
+    cannot read complex operands); None when there is none."""
+    if node.kind != "Cast" or node.shape.dtype.is_complex or not node.inputs:
+        return None
+    src = graph.nodes[node.inputs[0]].shape.dtype
+    return src if src.is_complex and not supports("Cast", src) else None

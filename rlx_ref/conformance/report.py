@@ -172,6 +172,8 @@ CATEGORIES = (
     ("Fused composites", ("fused",)),
     ("Control flow", ("control",)),
     ("3D Gaussian splatting", ("splat",)),
+    ("Complex (C64 / Wirtinger AD)", ("complex",)),
+    ("FFT & signal", ("spectral",)),
     ("Custom", ("custom",)),
     ("Riemannian / SPD manifold", ("spd",)),   # op.rs's section; RLX's page lists none yet
     ("Quantization — training", ("fake_quant",)),

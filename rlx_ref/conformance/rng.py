@@ -101,7 +101,12 @@ class CounterRNG:
         """Irwin–Hall: the sum of 12 uniforms minus 6 (mean 0, variance 1, support ±6).
 
         Twelve 32-bit integers are summed exactly, then scaled by 2**-32: every step is exact.
+        A complex ``dtype`` draws the real parts, then the imaginary parts, from the stream.
         """
+        if np.dtype(dtype).kind == "c":
+            re = np.asarray(self.standard_normal(size))
+            im = np.asarray(self.standard_normal(size))
+            return _shaped((re + 1j * im).reshape(-1).astype(dtype), _count(size)[1])
         n, shape = _count(size)
         w = self.words(6 * n).reshape(n, 6)
         lo, hi = w & _U64(0xFFFFFFFF), w >> _U64(32)

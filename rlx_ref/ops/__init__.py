@@ -10,6 +10,7 @@ FAMILIES = (
     "conv3d", "backward_conv3d", "attention_axial", "quant_mlx",
     "sequence", "spd", "spd_backward",
     "fused", "region_batch",
+    "complex", "spectral",
 )
 
 

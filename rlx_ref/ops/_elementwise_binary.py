@@ -165,6 +165,11 @@ def _binary_samples(rng):
     out = []
     for name, (_, _, f_int) in BINARIES.items():
         out += _pair_samples(rng, BinaryAttrs(name), ints=f_int is not None)
+        if name in ("Add", "Sub", "Mul", "Div"):      # RLX's C64 arithmetic (BinaryC64)
+            z = lambda *s: (rng.standard_normal(s) + 1j * rng.standard_normal(s) + 0.5  # noqa
+                            ).astype(np.complex64)
+            out.append(Sample((z(2, 3), z(3)), BinaryAttrs(name), tags=("complex",
+                                                                        "broadcast")))
     return out + _int_div_extremes()
 
 

@@ -248,6 +248,13 @@ def _cast_samples(rng):
         Sample((rng.standard_normal(5).astype(np.float32),), CastAttrs(DType.BF16)),
         Sample((np.float32(3.5),), CastAttrs(DType.F64), tags=("0-d",)),
         Sample((np.zeros(0, np.float32),), CastAttrs(DType.I64), tags=("empty",)),
+        # complex: real → complex has imaginary part 0, complex → real keeps the real part
+        Sample((np.complex64([3 - 4j, complex(np.nan, 1), complex(-0.0, np.inf)]),),
+               CastAttrs(DType.F32), tags=("complex", "nan", "hand"),
+               expect=np.float32([3, np.nan, -0.0])),
+        Sample((f,), CastAttrs(DType.C64), tags=("complex", "nan", "inf")),
+        Sample(((rng.standard_normal(4) + 1j * rng.standard_normal(4)).astype(np.complex64),),
+               CastAttrs(DType.C128), tags=("complex",)),
     ]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..backends.base import UnsupportedOp
+from ..backends.base import UnsupportedOp, complex_cast_source
 from ..ir.dtype import DType
 from ..ir.graph import Graph
 from ..ir.shape import Shape
@@ -69,6 +69,11 @@ def find_unsupported(graph: Graph, supported: SupportTable,
         for n in g.nodes:
             if not supported.supports_node(n):
                 out.append(Offender(path, n.id, n.kind, n.shape, _hint(n, supported, log)))
+            elif (bad := complex_cast_source(g, n, supported.supports)) is not None:
+                out.append(Offender(path, n.id, n.kind, n.shape,
+                                    f"a Cast from {bad} needs {supported.name} to claim Cast "
+                                    f"for {bad} (its real-valued Cast kernels cannot read "
+                                    "complex operands)"))
     return out
 
 

@@ -45,6 +45,7 @@ TABLE = LoweringTable("numba-cpu", __package__, (
     "lower_random",
     "lower_splat",
     "lower_sequence",
+    "lower_spectral",
 ))
 LOWERINGS = TABLE.entries
 
