@@ -61,10 +61,10 @@ def _unroll(graph: Graph, max_length: int, budget: int, force: bool, log) -> Gra
     for node in graph.nodes:
         op = with_bodies(node, lambda b: _unroll(b, max_length, budget, force, log))
         changed |= op is not node.op
-        if node.kind == "Scan" and op is node.op and unrollable(node, graph) and \
+        if node.kind == "Scan" and unrollable(node, graph) and \
                 (force or wanted(node, max_length, budget)):
             start = len(rb.new.nodes)
-            out = unroll_one(rb.new, node.attrs, rb.inputs(node))
+            out = unroll_one(rb.new, op.attrs, rb.inputs(node))
             rb.new.nodes[out].name = node.name
             rb.map(node.id, out)
             changed = True
