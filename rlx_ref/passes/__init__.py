@@ -10,15 +10,21 @@ nested bodies. ``compile_pipeline`` runs them in order for a backend.
 | ``legalize`` (legalize)              | fails listing every node the backend cannot run    |
 | ``fuse_elementwise`` (fuse_...)      | RLX's MarkElementwiseRegions                       |
 | ``unfuse_elementwise`` (unfuse)      | ElementwiseRegion back to its steps                |
+| ``common_subexpression_elimination`` | merges identical nodes (cse)                       |
+| ``unroll_scans`` (unroll_scans)      | short / small Scans into body copies               |
+| ``lower_control_flow`` (lower_...)   | If → Where, While → masked unroll                  |
 """
 from ._rewrite import PassLog, PassVerifyError, SupportTable
+from .cse import common_subexpression_elimination
 from .dce import dead_code_elimination
 from .decompose import DECOMPOSITIONS, Decomposition, decompose
 from .fold_constants import fold_constants
 from .fuse_elementwise import fuse_elementwise
 from .legalize import LegalizeError, Offender, find_unsupported, format_legalize_error, legalize
+from .lower_control_flow import lower_control_flow
 from .pipeline import PASSES, compile_pipeline
 from .unfuse import unfuse_elementwise
+from .unroll_scans import unroll_scans
 
 __all__ = [
     "DECOMPOSITIONS",
@@ -29,6 +35,7 @@ __all__ = [
     "PassLog",
     "PassVerifyError",
     "SupportTable",
+    "common_subexpression_elimination",
     "compile_pipeline",
     "dead_code_elimination",
     "decompose",
@@ -37,5 +44,7 @@ __all__ = [
     "format_legalize_error",
     "fuse_elementwise",
     "legalize",
+    "lower_control_flow",
     "unfuse_elementwise",
+    "unroll_scans",
 ]

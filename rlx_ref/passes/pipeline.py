@@ -1,12 +1,20 @@
 """``compile_pipeline``: every compile pass, in order, for one backend.
 
-1. unfuse_elementwise_regions — regions the backend does not claim (all of them with
+1. lower_control_flow (``options.lower_control_flow``) — If / While the backend does not
+   claim become Where over inlined bodies (RLX's LowerControlFlow, first as in RLX);
+2. unroll_scans (``scan_unroll_max_length``, ``scan_unroll_budget``) — short or small Scans,
+   and every Scan on a backend without Scan, become body copies (RLX unrolls after
+   legalization, which is equivalent for a backend that claims Scan; here it comes first
+   so that a backend without Scan never sees one);
+3. unfuse_elementwise_regions — regions the backend does not claim (all of them with
    ``fusion_opts.unfuse_elementwise_regions``) become their steps;
-2. constant_folding (``options.constant_folding``) — pure nodes of Constants become Constants;
-3. dead_code_elimination (``options.dce``) — nodes no output reads go;
-4. decompose — kinds the backend does not claim are rewritten into other kinds;
-5. legalize — any node still unclaimed fails the compile (``LegalizeError``, listing all);
-6. mark_elementwise_regions (``fusion_opts.enable`` and ElementwiseRegion claimed) —
+4. constant_folding (``options.constant_folding``) — pure nodes of Constants become Constants;
+5. dead_code_elimination (``options.dce``) — nodes no output reads go;
+6. decompose — kinds the backend does not claim are rewritten into other kinds;
+7. common_subexpression_elimination (``options.cse``) — identical nodes merge (RLX runs it
+   in its post-fusion cleanup; before fusion here so a region never computes a value twice);
+8. legalize — any node still unclaimed fails the compile (``LegalizeError``, listing all);
+9. mark_elementwise_regions (``fusion_opts.enable`` and ElementwiseRegion claimed) —
    elementwise chains become regions.
 
 With ``RLX_REF_VERIFY=1`` each pass verifies its result. The dispatch report is returned,
@@ -24,15 +32,19 @@ from ..runtime.dispatch import DispatchReport, dispatch_report, maybe_print_repo
 from ..env_registry import flag
 from ..runtime.options import CompileOptions
 from ._rewrite import PassLog, SupportTable
+from .cse import common_subexpression_elimination
 from .dce import dead_code_elimination
 from .decompose import decompose
 from .fold_constants import fold_constants
 from .fuse_elementwise import fuse_elementwise
 from .legalize import LegalizeError, legalize
+from .lower_control_flow import lower_control_flow
 from .unfuse import unfuse_elementwise
+from .unroll_scans import unroll_scans
 
-PASSES = ("unfuse_elementwise_regions", "constant_folding", "dead_code_elimination",
-          "decompose", "legalize", "mark_elementwise_regions")
+PASSES = ("lower_control_flow", "unroll_scans", "unfuse_elementwise_regions",
+          "constant_folding", "dead_code_elimination", "decompose",
+          "common_subexpression_elimination", "legalize", "mark_elementwise_regions")
 
 
 def _emit(report: DispatchReport, log: PassLog, options: CompileOptions) -> None:
@@ -58,12 +70,17 @@ def compile_pipeline(graph: Graph, backend=None, options=None,
     table = SupportTable.of(backend, options)
     fusion = options.fusion_opts
     verify_or_raise(graph)
-    g = unfuse_elementwise(graph, table, force=fusion.unfuse_elementwise_regions, log=log)
+    g = lower_control_flow(graph, table, options.lower_control_flow, log=log)
+    g = unroll_scans(g, options.scan_unroll_max_length, options.scan_unroll_budget, table,
+                     log=log)
+    g = unfuse_elementwise(g, table, force=fusion.unfuse_elementwise_regions, log=log)
     if options.constant_folding:
         g = fold_constants(g, options.constant_fold_max_elements, log=log)
     if options.dce:
         g = dead_code_elimination(g, log=log)
     g = decompose(g, table, log=log)
+    if options.cse:
+        g = common_subexpression_elimination(g, log=log)
     try:
         legalize(g, table, log=log)
     except LegalizeError as err:
