@@ -13,8 +13,11 @@ nested bodies. ``compile_pipeline`` runs them in order for a backend.
 | ``common_subexpression_elimination`` | merges identical nodes (cse)                       |
 | ``unroll_scans`` (unroll_scans)      | short / small Scans into body copies               |
 | ``lower_control_flow`` (lower_...)   | If → Where, While → masked unroll                  |
+| ``lint_numerics`` (numeric_lint)     | provable NaN/inf constants (analysis only)         |
+| ``check_graph`` (check_graph)        | RLX's static checker: shape, dispatch, fusion, NaN |
 """
 from ._rewrite import PassLog, PassVerifyError, SupportTable
+from .check_graph import CheckReport, Diagnostic, check_graph
 from .cse import common_subexpression_elimination
 from .dce import dead_code_elimination
 from .decompose import DECOMPOSITIONS, Decomposition, decompose
@@ -22,19 +25,23 @@ from .fold_constants import fold_constants
 from .fuse_elementwise import fuse_elementwise
 from .legalize import LegalizeError, Offender, find_unsupported, format_legalize_error, legalize
 from .lower_control_flow import lower_control_flow
+from .numeric_lint import lint_numerics
 from .pipeline import PASSES, compile_pipeline
 from .unfuse import unfuse_elementwise
 from .unroll_scans import unroll_scans
 
 __all__ = [
+    "CheckReport",
     "DECOMPOSITIONS",
     "PASSES",
     "Decomposition",
+    "Diagnostic",
     "LegalizeError",
     "Offender",
     "PassLog",
     "PassVerifyError",
     "SupportTable",
+    "check_graph",
     "common_subexpression_elimination",
     "compile_pipeline",
     "dead_code_elimination",
@@ -44,6 +51,7 @@ __all__ = [
     "format_legalize_error",
     "fuse_elementwise",
     "legalize",
+    "lint_numerics",
     "lower_control_flow",
     "unfuse_elementwise",
     "unroll_scans",

@@ -17,7 +17,9 @@
 9. mark_elementwise_regions (``fusion_opts.enable`` and ElementwiseRegion claimed) —
    elementwise chains become regions.
 
-With ``RLX_REF_VERIFY=1`` each pass verifies its result. The dispatch report is returned,
+With ``options.lint_numerics`` or ``RLX_LINT_NUMERICS=1`` the compiled graph's provable
+NaN/inf constants are printed to stderr (``rlx numeric-lint: ...``, as RLX), after
+legalization. With ``RLX_REF_VERIFY=1`` each pass verifies its result. The dispatch report is returned,
 and printed to stderr when ``RLX_DISPATCH_REPORT=1``, ``RLX_VERBOSE=1`` or
 ``options.verbose`` (the latter two also print the pass log), also when legalization
 fails, before the error is raised.
@@ -39,6 +41,7 @@ from .fold_constants import fold_constants
 from .fuse_elementwise import fuse_elementwise
 from .legalize import LegalizeError, legalize
 from .lower_control_flow import lower_control_flow
+from .numeric_lint import lint_numerics
 from .unfuse import unfuse_elementwise
 from .unroll_scans import unroll_scans
 
@@ -91,6 +94,9 @@ def compile_pipeline(graph: Graph, backend=None, options=None,
     if fusion.enable and not fusion.unfuse_elementwise_regions \
             and table.claims_kind("ElementwiseRegion"):
         g = fuse_elementwise(g, fusion, table, log=log)
+    if options.lint_numerics or flag("RLX_LINT_NUMERICS"):
+        for lint in lint_numerics(g):
+            print(f"rlx numeric-lint: {lint}", file=sys.stderr)
     report = dispatch_report(graph, g, backend, supported=table, log=log)
     _emit(report, log, options)
     return g, report

@@ -94,6 +94,8 @@ class CompileOptions:
     lower_control_flow: "auto" (lower the If / While the backend does not claim), True
     (every one, as RLX), False (none).
     cse: merge structurally identical nodes (RLX's CommonSubexpressionElimination).
+    lint_numerics: print constant subgraphs that provably fold to NaN/inf to stderr on
+    every compile (as ``RLX_LINT_NUMERICS=1``).
     thresholds: ``{name: value}`` overriding the backends' kernel-selection thresholds
     (``rlx-ref variants`` lists them), e.g. ``{"numba-cpu:par_elements": 1}`` so a small
     graph takes the parallel kernels; the compile checks names and floors.
@@ -109,6 +111,7 @@ class CompileOptions:
     scan_unroll_budget: int = 0
     lower_control_flow: object = "auto"
     cse: bool = True
+    lint_numerics: bool = False
     constant_fold_max_elements: int = 1 << 16
     thresholds: dict = field(default_factory=dict)
 
@@ -172,6 +175,9 @@ class CompileOptions:
 
     def with_cse(self, on: bool = True) -> CompileOptions:
         return self.replace(cse=on)
+
+    def with_lint_numerics(self, on: bool = True) -> CompileOptions:
+        return self.replace(lint_numerics=on)
 
     @classmethod
     def coerce(cls, options) -> CompileOptions:
