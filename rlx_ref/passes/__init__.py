@@ -13,6 +13,7 @@ nested bodies. ``compile_pipeline`` runs them in order for a backend.
 | ``common_subexpression_elimination`` | merges identical nodes (cse)                       |
 | ``unroll_scans`` (unroll_scans)      | short / small Scans into body copies               |
 | ``lower_control_flow`` (lower_...)   | If → Where, While → masked unroll                  |
+| ``auto_mixed_precision`` (mixed_...) | RLX's AutoMixedPrecision policies                  |
 | ``lint_numerics`` (numeric_lint)     | provable NaN/inf constants (analysis only)         |
 | ``check_graph`` (check_graph)        | RLX's static checker: shape, dispatch, fusion, NaN |
 """
@@ -25,6 +26,7 @@ from .fold_constants import fold_constants
 from .fuse_elementwise import fuse_elementwise
 from .legalize import LegalizeError, Offender, find_unsupported, format_legalize_error, legalize
 from .lower_control_flow import lower_control_flow
+from .mixed_precision import POLICIES, auto_mixed_precision
 from .numeric_lint import lint_numerics
 from .pipeline import PASSES, compile_pipeline
 from .unfuse import unfuse_elementwise
@@ -34,6 +36,7 @@ __all__ = [
     "CheckReport",
     "DECOMPOSITIONS",
     "PASSES",
+    "POLICIES",
     "Decomposition",
     "Diagnostic",
     "LegalizeError",
@@ -41,6 +44,7 @@ __all__ = [
     "PassLog",
     "PassVerifyError",
     "SupportTable",
+    "auto_mixed_precision",
     "check_graph",
     "common_subexpression_elimination",
     "compile_pipeline",

@@ -6,21 +6,24 @@
    and every Scan on a backend without Scan, become body copies (RLX unrolls after
    legalization, which is equivalent for a backend that claims Scan; here it comes first
    so that a backend without Scan never sees one);
-3. unfuse_elementwise_regions — regions the backend does not claim (all of them with
+3. auto_mixed_precision (``options.policy``) — float nodes relabelled per RLX's policy with
+   Casts between (RLX runs it last, after legalization; here before, so legalization sees
+   the f16/bf16 dtypes the backend must claim);
+4. unfuse_elementwise_regions — regions the backend does not claim (all of them with
    ``fusion_opts.unfuse_elementwise_regions``) become their steps;
-4. constant_folding (``options.constant_folding``) — pure nodes of Constants become Constants;
-5. dead_code_elimination (``options.dce``) — nodes no output reads go;
-6. decompose — kinds the backend does not claim are rewritten into other kinds;
-7. common_subexpression_elimination (``options.cse``) — identical nodes merge (RLX runs it
+5. constant_folding (``options.constant_folding``) — pure nodes of Constants become Constants;
+6. dead_code_elimination (``options.dce``) — nodes no output reads go;
+7. decompose — kinds the backend does not claim are rewritten into other kinds;
+8. common_subexpression_elimination (``options.cse``) — identical nodes merge (RLX runs it
    in its post-fusion cleanup; before fusion here so a region never computes a value twice);
-8. legalize — any node still unclaimed fails the compile (``LegalizeError``, listing all);
-9. mark_elementwise_regions (``fusion_opts.enable`` and ElementwiseRegion claimed) —
-   elementwise chains become regions.
+9. legalize — any node still unclaimed fails the compile (``LegalizeError``, listing all);
+10. mark_elementwise_regions (``fusion_opts.enable`` and ElementwiseRegion claimed) —
+    elementwise chains become regions.
 
 With ``options.lint_numerics`` or ``RLX_LINT_NUMERICS=1`` the compiled graph's provable
 NaN/inf constants are printed to stderr (``rlx numeric-lint: ...``, as RLX), after
-legalization. With ``RLX_REF_VERIFY=1`` each pass verifies its result. The dispatch report is returned,
-and printed to stderr when ``RLX_DISPATCH_REPORT=1``, ``RLX_VERBOSE=1`` or
+legalization. With ``RLX_REF_VERIFY=1`` each pass verifies its result. The dispatch report
+is returned, and printed to stderr when ``RLX_DISPATCH_REPORT=1``, ``RLX_VERBOSE=1`` or
 ``options.verbose`` (the latter two also print the pass log), also when legalization
 fails, before the error is raised.
 """
@@ -41,11 +44,13 @@ from .fold_constants import fold_constants
 from .fuse_elementwise import fuse_elementwise
 from .legalize import LegalizeError, legalize
 from .lower_control_flow import lower_control_flow
+from .mixed_precision import auto_mixed_precision
 from .numeric_lint import lint_numerics
 from .unfuse import unfuse_elementwise
 from .unroll_scans import unroll_scans
 
-PASSES = ("lower_control_flow", "unroll_scans", "unfuse_elementwise_regions",
+PASSES = ("lower_control_flow", "unroll_scans", "auto_mixed_precision",
+          "unfuse_elementwise_regions",
           "constant_folding", "dead_code_elimination", "decompose",
           "common_subexpression_elimination", "legalize", "mark_elementwise_regions")
 
@@ -76,6 +81,8 @@ def compile_pipeline(graph: Graph, backend=None, options=None,
     g = lower_control_flow(graph, table, options.lower_control_flow, log=log)
     g = unroll_scans(g, options.scan_unroll_max_length, options.scan_unroll_budget, table,
                      log=log)
+    if options.policy is not None:
+        g = auto_mixed_precision(g, options.policy, log=log)
     g = unfuse_elementwise(g, table, force=fusion.unfuse_elementwise_regions, log=log)
     if options.constant_folding:
         g = fold_constants(g, options.constant_fold_max_elements, log=log)

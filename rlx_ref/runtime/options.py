@@ -94,6 +94,9 @@ class CompileOptions:
     lower_control_flow: "auto" (lower the If / While the backend does not claim), True
     (every one, as RLX), False (none).
     cse: merge structurally identical nodes (RLX's CommonSubexpressionElimination).
+    policy: RLX's ``PrecisionPolicy`` for AutoMixedPrecision: None (off, RLX's default),
+    "AlwaysF32", "AlwaysF16", "AutoMixedConservative", "AutoMixed", "AutoMixedBf16",
+    "AutoMixedBf16Safe", or a dict ``{category: dtype}`` (RLX's ``Custom``).
     lint_numerics: print constant subgraphs that provably fold to NaN/inf to stderr on
     every compile (as ``RLX_LINT_NUMERICS=1``).
     thresholds: ``{name: value}`` overriding the backends' kernel-selection thresholds
@@ -112,6 +115,7 @@ class CompileOptions:
     lower_control_flow: object = "auto"
     cse: bool = True
     lint_numerics: bool = False
+    policy: object = None
     constant_fold_max_elements: int = 1 << 16
     thresholds: dict = field(default_factory=dict)
 
@@ -123,6 +127,10 @@ class CompileOptions:
                self.constant_fold_max_elements) < 0:
             raise ValueError("scan_unroll_max_length, scan_unroll_budget and "
                              "constant_fold_max_elements must be >= 0")
+        if self.policy is not None:
+            from ..passes.mixed_precision import COMPUTE, precision_for
+
+            precision_for(self.policy, COMPUTE)      # unknown policies fail here
         if self.lower_control_flow not in ("auto", True, False):
             raise ValueError(f"lower_control_flow must be 'auto', True or False, got "
                              f"{self.lower_control_flow!r}")
@@ -175,6 +183,13 @@ class CompileOptions:
 
     def with_cse(self, on: bool = True) -> CompileOptions:
         return self.replace(cse=on)
+
+    def with_policy(self, policy) -> CompileOptions:
+        """RLX's ``policy(p)``."""
+        return self.replace(policy=policy)
+
+    def no_policy(self) -> CompileOptions:
+        return self.replace(policy=None)
 
     def with_lint_numerics(self, on: bool = True) -> CompileOptions:
         return self.replace(lint_numerics=on)
