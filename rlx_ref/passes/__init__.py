@@ -14,6 +14,7 @@ nested bodies. ``compile_pipeline`` runs them in order for a backend.
 | ``unroll_scans`` (unroll_scans)      | short / small Scans into body copies               |
 | ``lower_control_flow`` (lower_...)   | If → Where, While → masked unroll                  |
 | ``auto_mixed_precision`` (mixed_...) | RLX's AutoMixedPrecision policies                  |
+| ``legalize_broadcast`` (legalize_...)| non-trailing Binary broadcasts → explicit Expand   |
 | ``lint_numerics`` (numeric_lint)     | provable NaN/inf constants (analysis only)         |
 | ``check_graph`` (check_graph)        | RLX's static checker: shape, dispatch, fusion, NaN |
 """
@@ -25,6 +26,7 @@ from .decompose import DECOMPOSITIONS, Decomposition, decompose
 from .fold_constants import fold_constants
 from .fuse_elementwise import fuse_elementwise
 from .legalize import LegalizeError, Offender, find_unsupported, format_legalize_error, legalize
+from .legalize_broadcast import legalize_broadcast
 from .lower_control_flow import lower_control_flow
 from .mixed_precision import POLICIES, auto_mixed_precision
 from .numeric_lint import lint_numerics
@@ -55,6 +57,7 @@ __all__ = [
     "format_legalize_error",
     "fuse_elementwise",
     "legalize",
+    "legalize_broadcast",
     "lint_numerics",
     "lower_control_flow",
     "unfuse_elementwise",

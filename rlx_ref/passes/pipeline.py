@@ -16,8 +16,10 @@
 7. decompose — kinds the backend does not claim are rewritten into other kinds;
 8. common_subexpression_elimination (``options.cse``) — identical nodes merge (RLX runs it
    in its post-fusion cleanup; before fusion here so a region never computes a value twice);
-9. legalize — any node still unclaimed fails the compile (``LegalizeError``, listing all);
-10. mark_elementwise_regions (``fusion_opts.enable`` and ElementwiseRegion claimed) —
+9. legalize_broadcast (``options.legalize_broadcast``) — Binary operands broadcast other
+   than trailing get an explicit Expand (before legalization, which then checks Expand);
+10. legalize — any node still unclaimed fails the compile (``LegalizeError``, listing all);
+11. mark_elementwise_regions (``fusion_opts.enable`` and ElementwiseRegion claimed) —
     elementwise chains become regions.
 
 With ``options.lint_numerics`` or ``RLX_LINT_NUMERICS=1`` the compiled graph's provable
@@ -43,6 +45,7 @@ from .decompose import decompose
 from .fold_constants import fold_constants
 from .fuse_elementwise import fuse_elementwise
 from .legalize import LegalizeError, legalize
+from .legalize_broadcast import legalize_broadcast
 from .lower_control_flow import lower_control_flow
 from .mixed_precision import auto_mixed_precision
 from .numeric_lint import lint_numerics
@@ -52,7 +55,8 @@ from .unroll_scans import unroll_scans
 PASSES = ("lower_control_flow", "unroll_scans", "auto_mixed_precision",
           "unfuse_elementwise_regions",
           "constant_folding", "dead_code_elimination", "decompose",
-          "common_subexpression_elimination", "legalize", "mark_elementwise_regions")
+          "common_subexpression_elimination", "legalize_broadcast", "legalize",
+          "mark_elementwise_regions")
 
 
 def _emit(report: DispatchReport, log: PassLog, options: CompileOptions) -> None:
@@ -91,6 +95,8 @@ def compile_pipeline(graph: Graph, backend=None, options=None,
     g = decompose(g, table, log=log)
     if options.cse:
         g = common_subexpression_elimination(g, log=log)
+    if options.legalize_broadcast:
+        g = legalize_broadcast(g, log=log)
     try:
         legalize(g, table, log=log)
     except LegalizeError as err:

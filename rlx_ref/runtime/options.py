@@ -97,6 +97,9 @@ class CompileOptions:
     policy: RLX's ``PrecisionPolicy`` for AutoMixedPrecision: None (off, RLX's default),
     "AlwaysF32", "AlwaysF16", "AutoMixedConservative", "AutoMixed", "AutoMixedBf16",
     "AutoMixedBf16Safe", or a dict ``{category: dtype}`` (RLX's ``Custom``).
+    legalize_broadcast: make every non-trailing Binary broadcast an explicit Expand (RLX
+    runs LegalizeBroadcast on its wgpu / Vulkan / oneAPI backends; off here by default:
+    rlx_ref's kernels broadcast by strides, and the Expands cost a buffer each).
     lint_numerics: print constant subgraphs that provably fold to NaN/inf to stderr on
     every compile (as ``RLX_LINT_NUMERICS=1``).
     thresholds: ``{name: value}`` overriding the backends' kernel-selection thresholds
@@ -116,6 +119,7 @@ class CompileOptions:
     cse: bool = True
     lint_numerics: bool = False
     policy: object = None
+    legalize_broadcast: bool = False
     constant_fold_max_elements: int = 1 << 16
     thresholds: dict = field(default_factory=dict)
 
@@ -190,6 +194,9 @@ class CompileOptions:
 
     def no_policy(self) -> CompileOptions:
         return self.replace(policy=None)
+
+    def with_legalize_broadcast(self, on: bool = True) -> CompileOptions:
+        return self.replace(legalize_broadcast=on)
 
     def with_lint_numerics(self, on: bool = True) -> CompileOptions:
         return self.replace(lint_numerics=on)
