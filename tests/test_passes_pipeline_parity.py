@@ -19,7 +19,7 @@ BASIC = ("Input", "Constant", "Activation", "Binary", "Where", "Expand", "Narrow
 
 
 def test_pass_order_is_rlx_order():
-    assert PASSES[:2] == ("lower_control_flow", "unroll_scans")
+    assert PASSES[:3] == ("param_bindings", "lower_control_flow", "unroll_scans")
     assert PASSES.index("decompose") < PASSES.index("common_subexpression_elimination") \
         < PASSES.index("legalize")
 

@@ -15,6 +15,8 @@ nested bodies. ``compile_pipeline`` runs them in order for a backend.
 | ``lower_control_flow`` (lower_...)   | If → Where, While → masked unroll                  |
 | ``auto_mixed_precision`` (mixed_...) | RLX's AutoMixedPrecision policies                  |
 | ``legalize_broadcast`` (legalize_...)| non-trailing Binary broadcasts → explicit Expand   |
+| ``split_param_invariant`` (param_...)| weight-only closure split off to run once          |
+| ``bind_params`` (param_invariant)    | RLX's param_bindings: Params → Constants           |
 | ``lint_numerics`` (numeric_lint)     | provable NaN/inf constants (analysis only)         |
 | ``check_graph`` (check_graph)        | RLX's static checker: shape, dispatch, fusion, NaN |
 """
@@ -30,6 +32,7 @@ from .legalize_broadcast import legalize_broadcast
 from .lower_control_flow import lower_control_flow
 from .mixed_precision import POLICIES, auto_mixed_precision
 from .numeric_lint import lint_numerics
+from .param_invariant import HoistSplit, bind_params, split_param_invariant
 from .pipeline import PASSES, compile_pipeline
 from .unfuse import unfuse_elementwise
 from .unroll_scans import unroll_scans
@@ -40,6 +43,7 @@ __all__ = [
     "PASSES",
     "POLICIES",
     "Decomposition",
+    "HoistSplit",
     "Diagnostic",
     "LegalizeError",
     "Offender",
@@ -47,6 +51,7 @@ __all__ = [
     "PassVerifyError",
     "SupportTable",
     "auto_mixed_precision",
+    "bind_params",
     "check_graph",
     "common_subexpression_elimination",
     "compile_pipeline",
@@ -60,6 +65,7 @@ __all__ = [
     "legalize_broadcast",
     "lint_numerics",
     "lower_control_flow",
+    "split_param_invariant",
     "unfuse_elementwise",
     "unroll_scans",
 ]

@@ -1,5 +1,6 @@
 """``compile_pipeline``: every compile pass, in order, for one backend.
 
+0. param_bindings (``options.param_bindings``) — bound Params become Constants;
 1. lower_control_flow (``options.lower_control_flow``) — If / While the backend does not
    claim become Where over inlined bodies (RLX's LowerControlFlow, first as in RLX);
 2. unroll_scans (``scan_unroll_max_length``, ``scan_unroll_budget``) — short or small Scans,
@@ -49,10 +50,11 @@ from .legalize_broadcast import legalize_broadcast
 from .lower_control_flow import lower_control_flow
 from .mixed_precision import auto_mixed_precision
 from .numeric_lint import lint_numerics
+from .param_invariant import bind_params
 from .unfuse import unfuse_elementwise
 from .unroll_scans import unroll_scans
 
-PASSES = ("lower_control_flow", "unroll_scans", "auto_mixed_precision",
+PASSES = ("param_bindings", "lower_control_flow", "unroll_scans", "auto_mixed_precision",
           "unfuse_elementwise_regions",
           "constant_folding", "dead_code_elimination", "decompose",
           "common_subexpression_elimination", "legalize_broadcast", "legalize",
@@ -82,7 +84,8 @@ def compile_pipeline(graph: Graph, backend=None, options=None,
     table = SupportTable.of(backend, options)
     fusion = options.fusion_opts
     verify_or_raise(graph)
-    g = lower_control_flow(graph, table, options.lower_control_flow, log=log)
+    g = bind_params(graph, options.param_bindings, log=log)
+    g = lower_control_flow(g, table, options.lower_control_flow, log=log)
     g = unroll_scans(g, options.scan_unroll_max_length, options.scan_unroll_budget, table,
                      log=log)
     if options.policy is not None:

@@ -100,6 +100,8 @@ class CompileOptions:
     legalize_broadcast: make every non-trailing Binary broadcast an explicit Expand (RLX
     runs LegalizeBroadcast on its wgpu / Vulkan / oneAPI backends; off here by default:
     rlx_ref's kernels broadcast by strides, and the Expands cost a buffer each).
+    param_bindings: ``{param name: values}`` baked into Constants before everything else
+    (RLX bakes them before DCE and constant folding, which then fold weight-only compute).
     lint_numerics: print constant subgraphs that provably fold to NaN/inf to stderr on
     every compile (as ``RLX_LINT_NUMERICS=1``).
     thresholds: ``{name: value}`` overriding the backends' kernel-selection thresholds
@@ -120,6 +122,7 @@ class CompileOptions:
     lint_numerics: bool = False
     policy: object = None
     legalize_broadcast: bool = False
+    param_bindings: dict | None = None
     constant_fold_max_elements: int = 1 << 16
     thresholds: dict = field(default_factory=dict)
 
@@ -197,6 +200,10 @@ class CompileOptions:
 
     def with_legalize_broadcast(self, on: bool = True) -> CompileOptions:
         return self.replace(legalize_broadcast=on)
+
+    def with_param_bindings(self, bindings: dict) -> CompileOptions:
+        """RLX's ``param_bindings(map)``."""
+        return self.replace(param_bindings=dict(bindings))
 
     def with_lint_numerics(self, on: bool = True) -> CompileOptions:
         return self.replace(lint_numerics=on)
