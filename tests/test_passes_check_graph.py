@@ -136,6 +136,17 @@ def test_debug_nans_propagation_and_abort(capfd):
         interpret(_nan_graph(), {"x": np.float32([1, 1, 1])})
 
 
+def test_debug_nans_through_a_session(capfd):
+    """Session("reference") runs the oracle, so the localizer names the node there too."""
+    from rlx_ref import Session
+
+    exe = Session("reference").compile(_nan_graph())
+    with overrides(RLX_DEBUG_NANS="1"):
+        exe.run({"x": np.float32([1, 1, 0])})
+    err = capfd.readouterr().err
+    assert "nan-check [reference]: -inf at index 2 of %" in err and " Log " in err
+
+
 def test_pipeline_prints_the_lint(capfd):
     """The lint reads the compiled graph (as RLX's): DCE left x, the -1 and the Log."""
     g = _graph_with_everything()

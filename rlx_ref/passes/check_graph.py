@@ -4,8 +4,8 @@ Four axes, none of which runs the graph, each with RLX's severity:
 
 * ``shape`` (error) — the verifier's findings: the graph computes a different function;
 * ``unsupported-op`` (error) / ``decomposed`` (note) — against ``backend``: nodes it cannot
-  run after control-flow lowering, Scan unrolling and decomposition (with legalization's
-  fix hint), and kinds it runs only through a decomposition;
+  run after control-flow lowering, Scan unrolling and decomposition as ``options`` set them
+  (with legalization's fix hint), and kinds it runs only through a rewrite;
 * ``missed-fusion`` (warning) — elementwise chains MarkElementwiseRegions would fuse, left
   as separate kernels because ``backend`` does not claim ElementwiseRegion for them;
 * ``numeric`` (warning) — ``lint_numerics``: provable NaN/inf constants and folds.
@@ -99,10 +99,11 @@ def _backend(backend):
     return backend
 
 
-def _dispatch(graph: Graph, backend, table: SupportTable, out: list) -> Graph:
+def _dispatch(graph: Graph, table: SupportTable, options: CompileOptions, out: list) -> Graph:
     log = PassLog()
-    g = lower_control_flow(graph, table, log=log)
-    g = unroll_scans(g, 0, 0, table, log=log)
+    g = lower_control_flow(graph, table, options.lower_control_flow, log=log)
+    g = unroll_scans(g, options.scan_unroll_max_length, options.scan_unroll_budget, table,
+                     log=log)
     g = decompose(g, table, log=log)
     for o in find_unsupported(g, table, log):
         out.append(Diagnostic("error", "unsupported-op", f"{o.kind} ({o.shape}) in {o.graph} "
@@ -144,7 +145,7 @@ def check_graph(graph: Graph, backend=None, options=None) -> CheckReport:
     backend = _backend(backend)
     if backend is not None:
         table = SupportTable.of(backend, options)
-        lowered = _dispatch(graph, backend, table, out)
+        lowered = _dispatch(graph, table, options, out)
         _fusion(lowered, table, options.fusion_opts, out)
     for lint in lint_numerics(graph):
         out.append(Diagnostic("warning", "numeric", f"{lint.kind}: {lint.reason}", lint.node,
