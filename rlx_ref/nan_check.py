@@ -7,12 +7,14 @@ held one).
 ``RLX_DEBUG_NANS``: unset, ``0`` or empty — off; ``1`` / ``warn`` — print the report to
 stderr and keep running; ``abort`` — raise ``NanCheckError`` at the node (RLX panics).
 Input and Param nodes are not checked, as in RLX: a NaN fed in shows as "propagated" at
-its first user. Only float and complex outputs are scanned. Each graph run reports once
-(a body reports for its own run).
+its first user. Only float and complex outputs are scanned. Each run reports once: a body
+run by a node (If, While, Scan) shares the report of the run around it, so a NaN made in
+step 3 of a Scan is named once, inside the body, not again at the Scan.
 """
 from __future__ import annotations
 
 import sys
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +34,9 @@ FIX_HINTS = {   # RLX's numeric_check::fix_hint, keyed by our short op text
                 "with RLX_LINT_NUMERICS to name the source op",
 }
 FIX_HINTS["Sqrt"] = FIX_HINTS["Rsqrt"]
+
+
+_TLS = threading.local()     # the report state of the run whose node is executing
 
 
 class NanCheckError(RuntimeError):
@@ -109,11 +114,15 @@ def check_node(graph, node, out, args) -> NanReport | None:
 
 def wrap_steps(graph, fns: list, how: str) -> list:
     """The interpreter's step functions with a check after every non-leaf node."""
-    state = {"reported": False}
+    state = getattr(_TLS, "state", None) or {"reported": False}
 
     def checked(node, fn):
         def step(*args):
-            out = fn(*args)
+            outer, _TLS.state = getattr(_TLS, "state", None), state
+            try:
+                out = fn(*args)         # a body this node runs wraps with the same state
+            finally:
+                _TLS.state = outer
             if not state["reported"]:
                 report = check_node(graph, node, out, args)
                 if report is not None:

@@ -136,6 +136,25 @@ def test_debug_nans_propagation_and_abort(capfd):
         interpret(_nan_graph(), {"x": np.float32([1, 1, 1])})
 
 
+def test_debug_nans_reports_once_inside_a_scan_body(capfd):
+    """carry / x_t with x_1 = 0: the body's Div makes the inf at step 1; the later steps
+    and the Scan node itself are not reported again."""
+    from rlx_ref.ops._control_bodies import make_body
+    from rlx_ref.ops.control import ScanAttrs
+
+    s1 = Shape((1,), DType.F32)
+    body = make_body("body", [s1, s1], lambda b, c, x: b.div(c, x), names=["c", "x"])
+    g = Graph("s")
+    init, xs = g.input("init", [1]), g.input("xs", [3, 1])
+    g.set_outputs([g.op("Scan", (init, xs), ScanAttrs(body, 3, num_xs=1))])
+    with overrides(RLX_DEBUG_NANS="1"):
+        interpret(g, {"init": np.float32([1]), "xs": np.float32([[1], [0], [2]])})
+    assert capfd.readouterr().err == (
+        "rlx-ref nan-check [reference]: +inf at index 0 of %2 Div \"%2\" in @body\n"
+        "  → inputs finite, this op produced it\n"
+        f"  fix: {FIX_HINTS['Div']}\n")
+
+
 def test_debug_nans_through_a_session(capfd):
     """Session("reference") runs the oracle, so the localizer names the node there too."""
     from rlx_ref import Session
