@@ -29,6 +29,13 @@ VARS = (
       rlx=True),
     V("RLX_VERBOSE", "compile", "flag",
       "print the dispatch report and the pass log on every compile", rlx=True),
+    V("RLX_DEBUG_NANS", "debug", "enum",
+      "name the first node that produces a NaN or inf at run time on the oracle (1 / warn: "
+      "print it; abort: raise at it)", default="0",
+      choices=("0", "1", "warn", "abort", "off", "on", "true", "false"), rlx=True),
+    V("RLX_LINT_NUMERICS", "compile", "flag",
+      "report constant subgraphs that provably fold to NaN or inf on every compile",
+      rlx=True),
     V("RLX_REF_VERIFY", "debug", "flag",
       "verify the graph after every compile pass (on in the test suite)"),
     # kernels and caches

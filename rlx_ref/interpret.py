@@ -17,6 +17,7 @@ from . import hotpaths
 from .ir.dtype import DType
 from .ir.graph import Graph, Node
 from .ir.shape import Dyn
+from . import nan_check
 from .ops.opdef import RefCtx, get
 
 
@@ -114,6 +115,9 @@ class Interpreter:
             self._build_plan()
         params = dict(params or {})
         fns, step_inputs, outs, frees = self._plan
+        how = nan_check.mode()      # RLX_DEBUG_NANS, read once per run as RLX does
+        if how != "off":
+            fns = nan_check.wrap_steps(self.graph, fns, how)
         env = [None] * len(self.graph.nodes) + [dict(inputs or {}), params]
         local = self._local
         outer = getattr(local, "params", None)      # a body run by this thread's own run

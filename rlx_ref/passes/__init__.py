@@ -10,25 +10,50 @@ nested bodies. ``compile_pipeline`` runs them in order for a backend.
 | ``legalize`` (legalize)              | fails listing every node the backend cannot run    |
 | ``fuse_elementwise`` (fuse_...)      | RLX's MarkElementwiseRegions                       |
 | ``unfuse_elementwise`` (unfuse)      | ElementwiseRegion back to its steps                |
+| ``common_subexpression_elimination`` | merges identical nodes (cse)                       |
+| ``unroll_scans`` (unroll_scans)      | short / small Scans into body copies               |
+| ``lower_control_flow`` (lower_...)   | If → Where, While → masked unroll                  |
+| ``auto_mixed_precision`` (mixed_...) | RLX's AutoMixedPrecision policies                  |
+| ``legalize_broadcast`` (legalize_...)| non-trailing Binary broadcasts → explicit Expand   |
+| ``split_param_invariant`` (param_...)| weight-only closure split off to run once          |
+| ``bind_params`` (param_invariant)    | RLX's param_bindings: Params → Constants           |
+| ``lint_numerics`` (numeric_lint)     | provable NaN/inf constants (analysis only)         |
+| ``check_graph`` (check_graph)        | RLX's static checker: shape, dispatch, fusion, NaN |
 """
 from ._rewrite import PassLog, PassVerifyError, SupportTable
+from .check_graph import CheckReport, Diagnostic, check_graph
+from .cse import common_subexpression_elimination
 from .dce import dead_code_elimination
 from .decompose import DECOMPOSITIONS, Decomposition, decompose
 from .fold_constants import fold_constants
 from .fuse_elementwise import fuse_elementwise
 from .legalize import LegalizeError, Offender, find_unsupported, format_legalize_error, legalize
+from .legalize_broadcast import legalize_broadcast
+from .lower_control_flow import lower_control_flow
+from .mixed_precision import POLICIES, auto_mixed_precision
+from .numeric_lint import lint_numerics
+from .param_invariant import HoistSplit, bind_params, split_param_invariant
 from .pipeline import PASSES, compile_pipeline
 from .unfuse import unfuse_elementwise
+from .unroll_scans import unroll_scans
 
 __all__ = [
+    "CheckReport",
     "DECOMPOSITIONS",
     "PASSES",
+    "POLICIES",
     "Decomposition",
+    "HoistSplit",
+    "Diagnostic",
     "LegalizeError",
     "Offender",
     "PassLog",
     "PassVerifyError",
     "SupportTable",
+    "auto_mixed_precision",
+    "bind_params",
+    "check_graph",
+    "common_subexpression_elimination",
     "compile_pipeline",
     "dead_code_elimination",
     "decompose",
@@ -37,5 +62,10 @@ __all__ = [
     "format_legalize_error",
     "fuse_elementwise",
     "legalize",
+    "legalize_broadcast",
+    "lint_numerics",
+    "lower_control_flow",
+    "split_param_invariant",
     "unfuse_elementwise",
+    "unroll_scans",
 ]
