@@ -39,16 +39,6 @@ PASS_BY_NAME = {
     "mark_elementwise_regions": _mark_regions,
 }
 
-# the order the compile pipeline runs the fusion passes in: RLX's (a pass that reads
-# another's fused kind runs after it: the attention block reads FusedMatMulBiasAct, the
-# transformer layer the block and FusedResidualLN; the dual-MatMul SwiGLU before the
-# single-Narrow one, which would otherwise see its MatMuls)
-FUSION_ORDER = ("fuse_swiglu_dual_matmul", "fuse_swiglu", "fuse_matmul_bias_act",
-                "fuse_conv_bias_act", "fuse_residual_ln", "fuse_residual_rms_norm",
-                "fuse_attention_block", "fuse_transformer_layer", "fuse_ada_layer_norm",
-                "fuse_gated_residual")
-
-
 def pass_by_name(name: str):
     """The pass RLX names ``name``; KeyError listing the known names otherwise."""
     try:
@@ -66,4 +56,4 @@ def run_passes(graph: Graph, names, supported: SupportTable | None = None,
     return graph
 
 
-__all__ = ["FUSION_ORDER", "PASS_BY_NAME", "pass_by_name", "run_passes"]
+__all__ = ["PASS_BY_NAME", "pass_by_name", "run_passes"]

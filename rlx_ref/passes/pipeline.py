@@ -4,6 +4,8 @@
    ``fusion_opts.unfuse_elementwise_regions``) become their steps;
 2. constant_folding (``options.constant_folding``) — pure nodes of Constants become Constants;
 3. dead_code_elimination (``options.dce``) — nodes no output reads go;
+3b. fuse_patterns (``fusion_opts.enable``) — RLX's pattern fusions, each run only when the
+   backend claims the fused kind it creates natively (``fuse_patterns``), then DCE again;
 4. decompose — kinds the backend does not claim are rewritten into other kinds;
 5. legalize — any node still unclaimed fails the compile (``LegalizeError``, listing all);
 6. mark_elementwise_regions (``fusion_opts.enable`` and ElementwiseRegion claimed) —
@@ -13,6 +15,11 @@ With ``RLX_REF_VERIFY=1`` each pass verifies its result. The dispatch report is 
 and printed to stderr when ``RLX_DISPATCH_REPORT=1``, ``RLX_VERBOSE=1`` or
 ``options.verbose`` (the latter two also print the pass log), also when legalization
 fails, before the error is raised.
+
+The pipeline runs once, front to back, so it cannot loop: a fused kind is created only
+where the table claims it natively, which the decompose step then leaves alone, and a
+fused kind already in the input that the backend does not claim is unfused by decompose,
+after the fusions have run.
 """
 from __future__ import annotations
 
@@ -28,11 +35,12 @@ from .dce import dead_code_elimination
 from .decompose import decompose
 from .fold_constants import fold_constants
 from .fuse_elementwise import fuse_elementwise
+from .fuse_patterns import fuse_patterns
 from .legalize import LegalizeError, legalize
 from .unfuse import unfuse_elementwise
 
 PASSES = ("unfuse_elementwise_regions", "constant_folding", "dead_code_elimination",
-          "decompose", "legalize", "mark_elementwise_regions")
+          "fuse_patterns", "decompose", "legalize", "mark_elementwise_regions")
 
 
 def _emit(report: DispatchReport, log: PassLog, options: CompileOptions) -> None:
@@ -63,6 +71,11 @@ def compile_pipeline(graph: Graph, backend=None, options=None,
         g = fold_constants(g, options.constant_fold_max_elements, log=log)
     if options.dce:
         g = dead_code_elimination(g, log=log)
+    if fusion.enable:
+        fused = fuse_patterns(g, table, log=log)
+        if fused is not g and options.dce:
+            fused = dead_code_elimination(fused, log=log)
+        g = fused
     g = decompose(g, table, log=log)
     try:
         legalize(g, table, log=log)
