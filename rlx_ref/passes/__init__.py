@@ -10,19 +10,27 @@ nested bodies. ``compile_pipeline`` runs them in order for a backend.
 | ``legalize`` (legalize)              | fails listing every node the backend cannot run    |
 | ``fuse_elementwise`` (fuse_...)      | RLX's MarkElementwiseRegions                       |
 | ``unfuse_elementwise`` (unfuse)      | ElementwiseRegion back to its steps                |
+| ``fuse_patterns`` (fuse_patterns)    | RLX's pattern fusions a backend claims natively    |
+| ``fuse_<pattern>`` (fuse_<pattern>)  | one RLX pattern pass each (matmul_bias_act, ...)   |
+| ``lower_fma`` (lower_fma)            | RLX's LowerFma: Fma as Mul + Add                   |
+
+``pass_by_name`` (pass_registry) finds a pass by RLX's name; ``run_passes`` applies a list.
 """
 from ._rewrite import PassLog, PassVerifyError, SupportTable
 from .dce import dead_code_elimination
 from .decompose import DECOMPOSITIONS, Decomposition, decompose
 from .fold_constants import fold_constants
 from .fuse_elementwise import fuse_elementwise
+from .fuse_patterns import fuse_patterns
 from .legalize import LegalizeError, Offender, find_unsupported, format_legalize_error, legalize
+from .pass_registry import PASS_BY_NAME, pass_by_name, run_passes
 from .pipeline import PASSES, compile_pipeline
 from .unfuse import unfuse_elementwise
 
 __all__ = [
     "DECOMPOSITIONS",
     "PASSES",
+    "PASS_BY_NAME",
     "Decomposition",
     "LegalizeError",
     "Offender",
@@ -36,6 +44,9 @@ __all__ = [
     "fold_constants",
     "format_legalize_error",
     "fuse_elementwise",
+    "fuse_patterns",
     "legalize",
+    "pass_by_name",
+    "run_passes",
     "unfuse_elementwise",
 ]
