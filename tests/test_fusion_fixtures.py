@@ -104,7 +104,8 @@ def test_pass_by_name_knows_rlx_names_and_refuses_others():
     for name in ("fuse_matmul_bias_act", "fuse_residual_ln", "fuse_residual_rms_norm",
                  "fuse_swiglu", "fuse_swiglu_dual_matmul", "fuse_attention_block",
                  "fuse_transformer_layer", "fuse_conv_bias_act", "fuse_gated_residual",
-                 "fuse_ada_layer_norm", "mark_elementwise_regions"):
+                 "fuse_ada_layer_norm", "mark_elementwise_regions", "mark_transform_regions",
+                 "fuse_region_prologue", "mark_batch_slice_regions", "fuse_batch_preprocess"):
         assert callable(pass_by_name(name))
     with pytest.raises(KeyError, match="unknown pass 'fuse_nothing'"):
         pass_by_name("fuse_nothing")
@@ -118,6 +119,15 @@ def test_a_pass_is_gated_on_the_claimed_dtype():
     fused = pass_by_name("fuse_matmul_bias_act")(graph, SupportTable(None), log)
     assert [n.kind for n in fused.nodes][-1] == "FusedMatMulBiasAct"
     assert "fused into FusedMatMulBiasAct" in log.rewritten["MatMul"]
+
+
+def test_region_passes_need_the_claim():
+    _, graph, want = load(FIXTURES / "mark_transform_regions.rlx")
+    bare = SupportTable({"ResizeNearest2x": "all"})
+    assert semantic(pass_by_name("mark_transform_regions")(graph, bare)) == semantic(graph)
+    with_claim = SupportTable({"ResizeNearest2x": "all", "TransformRegion": "all"})
+    got = pass_by_name("mark_transform_regions")(graph, with_claim)
+    assert semantic(got) == semantic(want)
 
 
 # ── the compile pipeline ──────────────────────────────────────────────────

@@ -13,6 +13,8 @@ from .fuse_ada_layer_norm import fuse_ada_layer_norm
 from .fuse_attention import fuse_attention_block, fuse_transformer_layer
 from .fuse_conv_bias_act import fuse_conv_bias_act
 from .fuse_elementwise import fuse_elementwise
+from .fuse_fk_regions import (fuse_batch_preprocess, fuse_region_prologue,
+                              mark_batch_slice_regions, mark_transform_regions)
 from .fuse_gated_residual import fuse_gated_residual
 from .fuse_matmul_bias_act import fuse_matmul_bias_act
 from .fuse_residual_norm import fuse_residual_ln, fuse_residual_rms_norm
@@ -37,6 +39,10 @@ PASS_BY_NAME = {
     "fuse_swiglu_dual_matmul": fuse_swiglu_dual_matmul,
     "fuse_transformer_layer": fuse_transformer_layer,
     "mark_elementwise_regions": _mark_regions,
+    "mark_transform_regions": mark_transform_regions,
+    "fuse_region_prologue": fuse_region_prologue,
+    "mark_batch_slice_regions": mark_batch_slice_regions,
+    "fuse_batch_preprocess": fuse_batch_preprocess,
 }
 
 def pass_by_name(name: str):
