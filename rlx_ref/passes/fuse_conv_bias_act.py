@@ -1,5 +1,8 @@
 """RLX's ``FuseConvBiasAct``: ``Conv → Add(channel bias) → [Relu]`` becomes one
-FusedConvBiasAct (``has_residual`` false), emitted where the Conv was.
+FusedConvBiasAct (``has_residual`` false), emitted where the Conv was. And RLX's
+``FuseConvAffineAct`` (below): a host-folded BatchNorm, ``Conv → Mul(scale) → Add(shift)
+→ [Add(residual)] → Relu``, becomes ``FusedConvBiasAct(x, w · Reshape(scale, [C, 1, 1,
+1]), shift[, residual])`` with Relu (a weight fold: near-exact, not bit-exact).
 
 As in RLX: only cuDNN-friendly convs fuse (2-D kernel, both sides > 1, groups 1); the
 Conv has one reader, an Add; the Add's other operand is the rank-1 ``[C_out]`` bias seen
@@ -12,7 +15,9 @@ did. The wrappers themselves stay (DCE drops them when nothing else reads them).
 """
 from __future__ import annotations
 
-from ._fuse import Match, fusion_pass, gated, make_op, use_counts
+from ..ir.graph import Graph
+from ..ir.shape import Shape
+from ._fuse import Match, New, fusion_pass, gated, make_op, use_counts
 
 FUSIBLE_ACTIVATIONS = frozenset({"Relu"})
 
@@ -90,5 +95,68 @@ def fuse_conv_bias_act(graph, table) -> list:
     return [m for m in (_match(graph, n, uses, table) for n in graph.nodes) if m]
 
 
-__all__ = ["FUSIBLE_ACTIVATIONS", "cudnn_friendly", "fuse_conv_bias_act",
-           "trace_channel_bias"]
+def _only_reader(graph, uses, nid):
+    users = graph.users(nid)
+    return graph.nodes[users[0]] if uses[nid] == 1 and len(users) == 1 else None
+
+
+def _is(node, kind, op=None) -> bool:
+    return node is not None and node.kind == kind and (op is None or node.attrs.op == op)
+
+
+def _affine(graph, node, uses, table) -> Match | None:
+    """RLX's ``match_conv_affine``: every link single-reader; scale and shift rank-1
+    ``[C_out]`` under channel wrappers; the residual exactly the block's shape."""
+    if node.kind != "Conv" or not cudnn_friendly(node.attrs):
+        return None
+    w = graph.shape(node.inputs[1])
+    c_out, rank = w.dims[0], node.shape.rank
+    mul = _only_reader(graph, uses, node.id)
+    if not _is(mul, "Binary", "Mul"):
+        return None
+    other = mul.inputs[1] if mul.inputs[0] == node.id else mul.inputs[0]
+    scale = trace_channel_bias(graph, other, c_out, rank)
+    shift_add = _only_reader(graph, uses, mul.id) if scale is not None else None
+    if not _is(shift_add, "Binary", "Add"):
+        return None
+    other = shift_add.inputs[1] if shift_add.inputs[0] == mul.id else shift_add.inputs[0]
+    shift = trace_channel_bias(graph, other, c_out, rank)
+    after = _only_reader(graph, uses, shift_add.id) if shift is not None else None
+    absorbed, residual = [mul.id, shift_add.id], None
+    if _is(after, "Binary", "Add"):
+        residual = after.inputs[1] if after.inputs[0] == shift_add.id else after.inputs[0]
+        if graph.shape(residual).dims != shift_add.shape.dims:
+            return None
+        absorbed.append(after.id)
+        after = _only_reader(graph, uses, after.id)
+    if not _is(after, "Activation", "Relu") or graph.shape(scale).dtype != w.dtype:
+        return None
+    absorbed.append(after.id)
+    c = node.attrs
+    op = make_op("FusedConvBiasAct", kernel_size=tuple(c.kernel_size), stride=tuple(c.stride),
+                 padding=tuple(c.padding), dilation=tuple(c.dilation), groups=c.groups,
+                 activation="Relu", has_residual=residual is not None)
+    col = Shape((c_out, 1, 1, 1), w.dtype)
+    extra = (residual,) if residual is not None else ()
+    if not (table.supports("Reshape", w.dtype) and table.supports("Binary", w.dtype)):
+        return None
+    probe = Graph("probe")
+    ids = [probe.add_node(make_op("Input", name=f"v{k}"), [], graph.shape(i))
+           for k, i in enumerate((node.inputs[0], node.inputs[1], shift) + extra)]
+    if not gated(probe, table, op, ids, after.shape):
+        return None
+    steps = [(make_op("Reshape", new_shape=(c_out, 1, 1, 1)), (scale,), col),
+             (make_op("Binary", op="Mul"), (node.inputs[1], New(0)), w),
+             (op, (node.inputs[0], New(1), shift) + extra, after.shape)]
+    return Match(node.id, tuple(absorbed), steps)
+
+
+@fusion_pass("fuse_conv_affine_act")
+def fuse_conv_affine_act(graph, table) -> list:
+    """Matches of ``Conv → Mul(scale) → Add(shift) → [Add(residual)] → Relu``."""
+    uses = use_counts(graph)
+    return [m for m in (_affine(graph, n, uses, table) for n in graph.nodes) if m]
+
+
+__all__ = ["FUSIBLE_ACTIVATIONS", "cudnn_friendly", "fuse_conv_affine_act",
+           "fuse_conv_bias_act", "trace_channel_bias"]

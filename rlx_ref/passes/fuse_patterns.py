@@ -3,7 +3,7 @@ when the backend's table claims the fused kind it creates natively (RLX's
 ``fusion_passes_for_supported``), so a backend that claims a fused kind gets it and one
 that does not keeps the primitives.
 
-Order (RLX's): FuseMatMulBiasAct, FuseConvBiasAct, FuseAttentionBlock (reads
+Order (RLX's): FuseMatMulBiasAct, FuseConvBiasAct, FuseConvAffineAct, FuseAttentionBlock (reads
 FusedMatMulBiasAct), FuseResidualLN, FuseResidualRmsNorm, FuseAdaLayerNorm,
 FuseGatedResidual, FuseTransformerLayer (reads the block and FusedResidualLN; opt-in with
 ``RLX_ENABLE_FUSE_TRANSFORMER_LAYER=1``, as in RLX), FuseSwiGLUDualMatmul, FuseSwiGLU.
@@ -21,6 +21,7 @@ from .pass_registry import pass_by_name
 FUSIONS = (
     ("fuse_matmul_bias_act", ("FusedMatMulBiasAct",)),
     ("fuse_conv_bias_act", ("FusedConvBiasAct",)),
+    ("fuse_conv_affine_act", ("FusedConvBiasAct",)),
     ("fuse_attention_block", ("FusedAttentionBlock",)),
     ("fuse_residual_ln", ("FusedResidualLN",)),
     ("fuse_residual_rms_norm", ("FusedResidualRmsNorm",)),
