@@ -214,15 +214,37 @@ def test_payloads_round_trip_through_the_text_form():
     assert '"eps2":' in text and '"activation":"Gelu"' in text.replace(" ", "")
 
 
+NATIVE_CPU = ("FusedSwiGLU", "GatedResidual", "FusedResidualRmsNorm")
+
+
 @pytest.mark.parametrize("backend", ["numba-cpu", "opencl", "numba-cuda"])
-def test_every_backend_claims_the_kinds_through_their_decompositions(backend):
+def test_every_backend_claims_the_kinds(backend):
     import importlib
 
     pkg = {"numba-cpu": "numba_cpu", "opencl": "opencl", "numba-cuda": "numba_cuda"}[backend]
     table = importlib.import_module(f"rlx_ref.backends.{pkg}.lowering").TABLE
     entries = table.load()
     for kind in KINDS:
-        assert entries[kind].path == "decomposed" and F32 in entries[kind].dtypes, kind
+        native = backend == "numba-cpu" and kind in NATIVE_CPU
+        path = "native" if native else "decomposed"
+        assert entries[kind].path == path and F32 in entries[kind].dtypes, kind
+
+
+@pytest.mark.parametrize("kind,arrays,fields", [
+    ("FusedSwiGLU", [r(3, 70, 2 * 160)], dict(gate_first=True)),
+    ("GatedResidual", [r(4, 50, 170), r(4, 50, 170), r(4, 1, 170)], {}),
+    ("FusedResidualRmsNorm", [r(40, 900), r(40, 900), r(900), r(900), r(900)],
+     dict(has_bias=True, eps=1e-6)),
+])
+def test_native_numba_cpu_kernels_match_the_oracle(kind, arrays, fields):
+    from rlx_ref.backends.registry import get_backend
+
+    g, want = run(kind, [a.astype(np.float32) for a in arrays], **fields)
+    exe = get_backend("numba-cpu").compile(g)
+    got = exe.run({f"x{i}": a.astype(np.float32) for i, a in enumerate(arrays)})[0]
+    assert got.dtype == np.float32 and got.shape == want.shape
+    # the kernel rounds once where the oracle rounds per step: within a few f32 ulps
+    np.testing.assert_allclose(got, want, rtol=4e-6, atol=4e-6 * np.abs(want).max())
 
 
 # ── constraint errors ─────────────────────────────────────────────────────

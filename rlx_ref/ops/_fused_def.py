@@ -23,6 +23,10 @@ def _build(form, shapes, a, kind: str, cid: str):
         return form_graph(form, a, shapes)
     except (BuildError, OpError, ShapeError) as e:
         raise OpError(f"({cid}) {kind}: the operands do not fit its steps: {e}") from None
+    except (TypeError, ValueError, IndexError, ZeroDivisionError) as e:
+        # a payload value a step cannot even be built from (the verifier reports it)
+        raise OpError(f"({cid}) {kind}: its steps cannot be built from this payload: "
+                      f"{type(e).__name__}: {e}") from None
 
 
 def make_rules(names, kind: str, rules=None, loose=("mask",), floats: bool = True):

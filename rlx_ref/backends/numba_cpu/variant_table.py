@@ -87,6 +87,9 @@ VARIANTS = [
     *_pair("norm.cols", ("LayerNorm", "RmsNorm", "LayerNorm2d"), "par_elements",
            "elements, normalized axes inner"),
     *_pair("batchnorm", ("BatchNormInference",), "par_elements", "elements"),
+    *_pair("fused.swiglu", ("FusedSwiGLU",), "par_elements", "output elements"),
+    *_pair("fused.gated", ("GatedResidual",), "par_elements", "output elements"),
+    *_pair("fused.residual_rms", ("FusedResidualRmsNorm",), "par_elements", "elements"),
     Variant(f"{B}:move.serial", MOVES, "output bytes below move.par_bytes",
             f"{B}:move.par_bytes"),
     Variant(f"{B}:move.par", MOVES, "output bytes at or above move.par_bytes, not "
