@@ -206,3 +206,19 @@ def test_reference_fuses_and_computes_the_unfused_graph(name, monkeypatch):
     for g in (fused, compiled):
         for a, b in zip(want_values, interpret(g, inputs, params)):
             np.testing.assert_allclose(b, a, rtol=2e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("name", ["fuse_swiglu_dual_matmul.rlx", "fuse_gated_residual.rlx",
+                                  "fuse_residual_rms_norm.rlx"])
+def test_numba_cpu_runs_the_fused_kinds_it_claims(name):
+    from rlx_ref import Session
+
+    _, graph, want = load(FIXTURES / name)
+    cg = Session("numba-cpu").compile(graph)
+    made = {n.kind for n in want.nodes} & set(FUSED_KINDS)
+    assert made <= set(_kinds(compile_pipeline(graph, get_backend("numba-cpu"))[0]))
+    inputs, params = feeds(graph, np.random.default_rng(3))
+    for k, v in params.items():
+        cg.set_param(k, v)
+    for a, b in zip(interpret(graph, inputs, params), cg.run(inputs)):
+        np.testing.assert_allclose(b, a, rtol=2e-5, atol=2e-6)
