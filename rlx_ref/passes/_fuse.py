@@ -54,10 +54,6 @@ def use_counts(graph: Graph) -> Counter:
     return uses
 
 
-def readers(graph: Graph, nid: int) -> list:
-    return graph.users(nid)
-
-
 def make_op(kind: str, **fields) -> Op:
     d = get(kind)
     return Op(kind, d.make_attrs(**fields) if (fields or d.payload != "unit") else None)
@@ -79,11 +75,6 @@ def gated(graph: Graph, table: SupportTable, op: Op, operands, want: Shape) -> b
     """The backend claims ``op.kind`` natively for ``want``'s dtype and the node fits."""
     return (str(want.dtype) in FUSED_DTYPES and table.supports(op.kind, want.dtype)
             and fits(graph, op, operands, want))
-
-
-def single(graph: Graph, uses: Counter, nid: int) -> bool:
-    """``nid`` is read exactly once (and is no graph output)."""
-    return uses[nid] == 1
 
 
 def _ensure(rb: Rebuilder, graph: Graph, ids) -> None:
@@ -183,5 +174,4 @@ def _disjoint(matches: list) -> list:
     return kept
 
 
-__all__ = ["Match", "New", "fits", "fusion_pass", "gated", "make_op", "readers", "rebuild",
-           "single", "use_counts"]
+__all__ = ["Match", "New", "fits", "fusion_pass", "gated", "make_op", "rebuild", "use_counts"]

@@ -197,6 +197,7 @@ def fuse_batch_preprocess(graph, table) -> list:
     """Same-signature regions on batch slices of one tensor, joined by one Concat."""
     from ..ops.region_batch import BatchElementwiseRegionAttrs
 
+    uses = use_counts(graph)
     groups: dict = {}
     for n in graph.nodes:
         if n.kind == "ElementwiseRegion" and len(n.inputs) == 1:
@@ -209,7 +210,9 @@ def fuse_batch_preprocess(graph, table) -> list:
             continue
         ids = [i for _, i in sorted(entries)]
         readers = [graph.users(i) for i in ids]
-        if any(len(r) != 1 for r in readers) or len({r[0] for r in readers}) != 1:
+        # RLX counts node readers only; a region the graph also returns must stay
+        if any(len(r) != 1 or uses[i] != 1 for r, i in zip(readers, ids)) \
+                or len({r[0] for r in readers}) != 1:
             continue
         concat = graph.nodes[readers[0][0]]
         if concat.kind != "Concat" or concat.attrs.axis != 0 \
