@@ -19,6 +19,11 @@ nested bodies. ``compile_pipeline`` runs them in order for a backend.
 | ``bind_params`` (param_invariant)    | RLX's param_bindings: Params → Constants           |
 | ``lint_numerics`` (numeric_lint)     | provable NaN/inf constants (analysis only)         |
 | ``check_graph`` (check_graph)        | RLX's static checker: shape, dispatch, fusion, NaN |
+| ``fuse_patterns`` (fuse_patterns)    | RLX's pattern fusions a backend claims natively    |
+| ``fuse_<pattern>`` (fuse_<pattern>)  | one RLX pattern pass each (matmul_bias_act, ...)   |
+| ``lower_fma`` (lower_fma)            | RLX's LowerFma: Fma as Mul + Add                   |
+
+``pass_by_name`` (pass_registry) finds a pass by RLX's name; ``run_passes`` applies a list.
 """
 from ._rewrite import PassLog, PassVerifyError, SupportTable
 from .check_graph import CheckReport, Diagnostic, check_graph
@@ -27,12 +32,14 @@ from .dce import dead_code_elimination
 from .decompose import DECOMPOSITIONS, Decomposition, decompose
 from .fold_constants import fold_constants
 from .fuse_elementwise import fuse_elementwise
+from .fuse_patterns import fuse_patterns
 from .legalize import LegalizeError, Offender, find_unsupported, format_legalize_error, legalize
 from .legalize_broadcast import legalize_broadcast
 from .lower_control_flow import lower_control_flow
 from .mixed_precision import POLICIES, auto_mixed_precision
 from .numeric_lint import lint_numerics
 from .param_invariant import HoistSplit, bind_params, split_param_invariant
+from .pass_registry import PASS_BY_NAME, pass_by_name, run_passes
 from .pipeline import PASSES, compile_pipeline
 from .unfuse import unfuse_elementwise
 from .unroll_scans import unroll_scans
@@ -42,6 +49,7 @@ __all__ = [
     "DECOMPOSITIONS",
     "PASSES",
     "POLICIES",
+    "PASS_BY_NAME",
     "Decomposition",
     "HoistSplit",
     "Diagnostic",
@@ -61,11 +69,14 @@ __all__ = [
     "fold_constants",
     "format_legalize_error",
     "fuse_elementwise",
+    "fuse_patterns",
     "legalize",
     "legalize_broadcast",
     "lint_numerics",
     "lower_control_flow",
     "split_param_invariant",
+    "pass_by_name",
+    "run_passes",
     "unfuse_elementwise",
     "unroll_scans",
 ]

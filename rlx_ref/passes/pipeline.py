@@ -14,6 +14,8 @@
    ``fusion_opts.unfuse_elementwise_regions``) become their steps;
 5. constant_folding (``options.constant_folding``) — pure nodes of Constants become Constants;
 6. dead_code_elimination (``options.dce``) — nodes no output reads go;
+6b. fuse_patterns (``fusion_opts.enable``) — RLX's pattern fusions, each run only when the
+    backend claims the fused kind it creates natively (``fuse_patterns``), then DCE again;
 7. decompose — kinds the backend does not claim are rewritten into other kinds;
 8. common_subexpression_elimination (``options.cse``) — identical nodes merge (RLX runs it
    in its post-fusion cleanup; before fusion here so a region never computes a value twice);
@@ -29,6 +31,11 @@ legalization. With ``RLX_REF_VERIFY=1`` each pass verifies its result. The dispa
 is returned, and printed to stderr when ``RLX_DISPATCH_REPORT=1``, ``RLX_VERBOSE=1`` or
 ``options.verbose`` (the latter two also print the pass log), also when legalization
 fails, before the error is raised.
+
+The pipeline runs once, front to back, so it cannot loop: a fused kind is created only
+where the table claims it natively, which the decompose step then leaves alone, and a
+fused kind already in the input that the backend does not claim is unfused by decompose,
+after the fusions have run.
 """
 from __future__ import annotations
 
@@ -45,6 +52,7 @@ from .dce import dead_code_elimination
 from .decompose import decompose
 from .fold_constants import fold_constants
 from .fuse_elementwise import fuse_elementwise
+from .fuse_patterns import fuse_patterns
 from .legalize import LegalizeError, legalize
 from .legalize_broadcast import legalize_broadcast
 from .lower_control_flow import lower_control_flow
@@ -56,7 +64,7 @@ from .unroll_scans import unroll_scans
 
 PASSES = ("param_bindings", "lower_control_flow", "unroll_scans", "auto_mixed_precision",
           "unfuse_elementwise_regions",
-          "constant_folding", "dead_code_elimination", "decompose",
+          "constant_folding", "dead_code_elimination", "fuse_patterns", "decompose",
           "common_subexpression_elimination", "legalize_broadcast", "legalize",
           "mark_elementwise_regions")
 
@@ -95,6 +103,11 @@ def compile_pipeline(graph: Graph, backend=None, options=None,
         g = fold_constants(g, options.constant_fold_max_elements, log=log)
     if options.dce:
         g = dead_code_elimination(g, log=log)
+    if fusion.enable:
+        fused = fuse_patterns(g, table, log=log)
+        if fused is not g and options.dce:
+            fused = dead_code_elimination(fused, log=log)
+        g = fused
     g = decompose(g, table, log=log)
     if options.cse:
         g = common_subexpression_elimination(g, log=log)
