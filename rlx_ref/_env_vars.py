@@ -38,6 +38,12 @@ VARS = (
       rlx=True),
     V("RLX_REF_VERIFY", "debug", "flag",
       "verify the graph after every compile pass (on in the test suite)"),
+    V("RLX_ENABLE_FUSE_TRANSFORMER_LAYER", "compile", "flag",
+      "let the pattern fusions build FusedTransformerLayer (off by default, as in RLX)",
+      rlx=True, stability="bisect"),
+    V("RLX_FUSE_ATTN_THRESHOLD", "compile", "int",
+      "attention-block fusions run only when an Input's first two dims multiply to at most "
+      "this", default=64, rlx=True, stability="bisect"),
     # kernels and caches
     V("RLX_REF_CACHE_DIR", "cache", "path",
       "where compiled kernels are cached (default ~/.cache/rlx_ref)"),

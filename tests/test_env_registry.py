@@ -159,11 +159,14 @@ def test_every_name_read_is_registered_and_every_registered_name_is_read():
     read = set()
     for path in _sources() + sorted((ROOT / "tests").glob("*.py")):
         read.update(n for n in _literal_reads(path) if n != "RLX_NOT_A_VAR")
-    indirect = {"RLX_REF_THRESHOLDS", "RLX_REF_OPENCL_KERNELS"}   # read via a module const
+    indirect = {"RLX_REF_THRESHOLDS", "RLX_REF_OPENCL_KERNELS",   # read via a module const
+                "RLX_ENABLE_FUSE_TRANSFORMER_LAYER"}
     assert read - set(E.REGISTRY) == set()
     assert set(E.REGISTRY) - read - indirect == set()
     from rlx_ref.backends import variants
     from rlx_ref.backends.opencl import devices
 
-    assert {variants.ENV, devices.KERNELS_ENV} == indirect
+    from rlx_ref.passes.fuse_patterns import OPT_IN
+
+    assert {variants.ENV, devices.KERNELS_ENV, *OPT_IN.values()} == indirect
     assert devices.KERNEL_STYLES == E.REGISTRY["RLX_REF_OPENCL_KERNELS"].choices

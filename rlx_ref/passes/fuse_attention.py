@@ -16,19 +16,16 @@ FusedTransformerLayer (``has_bias``), emitted where the last norm was; same size
 """
 from __future__ import annotations
 
-import os
 
+from ..env_registry import get
 from ._fuse import Match, fusion_pass, gated, make_op, use_counts
 
-DEFAULT_THRESHOLD = 64
+DEFAULT_THRESHOLD = 64          # RLX_FUSE_ATTN_THRESHOLD's default (rlx_ref/_env_vars.py)
 
 
 def small_enough(graph) -> bool:
     """RLX's ``should_fuse``: an Input of rank >= 2 with static ``d0·d1 <= threshold``."""
-    try:
-        limit = int(os.environ.get("RLX_FUSE_ATTN_THRESHOLD", DEFAULT_THRESHOLD))
-    except ValueError:
-        limit = DEFAULT_THRESHOLD
+    limit = get("RLX_FUSE_ATTN_THRESHOLD")
     for n in graph.nodes:
         if n.kind == "Input" and n.shape.rank >= 2:
             d0, d1 = n.shape.dims[:2]

@@ -10,10 +10,9 @@ FuseGatedResidual, FuseTransformerLayer (reads the block and FusedResidualLN; op
 """
 from __future__ import annotations
 
-import os
 
 from ..ir.graph import Graph
-from ..runtime.env import truthy
+from ..env_registry import flag as env_flag
 from ._rewrite import PassLog, SupportTable, graph_pass
 from .pass_registry import pass_by_name
 
@@ -39,7 +38,7 @@ def fusions_for(table: SupportTable) -> list:
     names = []
     for name, kinds in FUSIONS:
         flag = OPT_IN.get(name)
-        if flag is not None and not truthy(os.environ.get(flag, "")):
+        if flag is not None and not env_flag(flag):
             continue
         if all(table.claims_kind(k) for k in kinds):
             names.append(name)
