@@ -5,9 +5,6 @@ import numpy as np
 import pytest
 
 from rlx_ref.backends.registry import get_backend
-from rlx_ref.conformance.cases import build_cases
-from rlx_ref.conformance.ledger import load_ledger
-from rlx_ref.conformance.runner import run_case
 from rlx_ref.interpret import interpret
 from rlx_ref.ir.dtype import DType
 from rlx_ref.ir.shape import Shape
@@ -23,14 +20,11 @@ KINDS = ["Conv3d", "ConvTranspose3d", "Conv3dBackwardInput", "Conv3dBackwardWeig
          "MaxPool3dBackward", "Interpolate3d", "AxialRope2d"]
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_every_conformance_case_passes(kind):
-    ledger = load_ledger()
-    cases = build_cases(kinds=[kind])
-    assert cases
-    for case in cases:
-        res = run_case(NB, case, ledger)
-        assert res.status == "ok", (case.id, case.tags, res.message)
+# numba-cpu runs every default conformance case of these kinds in `rlx-ref conformance`
+# (CI's first step), so the cases are not run again here
+def test_every_kind_runs_natively():
+    paths = NB.paths()
+    assert all(paths.get(k) == "native" for k in KINDS)
 
 
 def _both(kind, attrs, *xs, out=None):

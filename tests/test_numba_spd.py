@@ -4,9 +4,6 @@ import numpy as np
 import pytest
 
 from rlx_ref.backends.registry import get_backend
-from rlx_ref.conformance.cases import build_cases
-from rlx_ref.conformance.ledger import load_ledger
-from rlx_ref.conformance.runner import run_case
 from rlx_ref.interpret import interpret
 from rlx_ref.ops._spd_checks import KINDS
 from rlx_ref.ops._spd_samples import with_spectrum
@@ -18,15 +15,11 @@ NB = get_backend("numba-cpu")
 RNG = np.random.default_rng(5)
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_every_conformance_case_passes(kind):
-    ledger = load_ledger()
-    cases = build_cases(kinds=[kind])
-    assert cases
-    for case in cases:
-        res = run_case(NB, case, ledger)
-        assert res.status == "ok", (case.id, case.tags, res.message)
-    assert NB.paths().get(kind, "native") == "native"
+# numba-cpu runs every default conformance case of these kinds in `rlx-ref conformance`
+# (CI's first step), so the cases are not run again here
+def test_every_kind_runs_natively():
+    paths = NB.paths()
+    assert all(paths.get(k) == "native" for k in KINDS)
 
 
 def test_packed_eigenvectors_match_the_oracle_bit_for_sign():

@@ -200,20 +200,14 @@ KINDS = ["Cholesky", "TriangularSolve", "Det", "LogDet", "Svd", "Qr", "Eigh", "E
          "EighBackward", "EighBatchBackward"]
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_numba_cpu_passes_every_conformance_case(kind):
+# numba-cpu runs every default conformance case of these kinds in `rlx-ref conformance`
+# (CI's first step), so the cases are not run again here
+def test_numba_cpu_runs_every_kind_natively():
     pytest.importorskip("numba")
     from rlx_ref.backends.registry import get_backend
-    from rlx_ref.conformance.cases import build_cases
-    from rlx_ref.conformance.ledger import load_ledger
-    from rlx_ref.conformance.runner import run_case
 
-    nb, ledger = get_backend("numba-cpu"), load_ledger()
-    cases = build_cases(kinds=[kind])
-    assert cases
-    for case in cases:
-        res = run_case(nb, case, ledger)
-        assert res.status == "ok", (case.id, case.tags, res.message)
+    paths = get_backend("numba-cpu").paths()
+    assert all(paths.get(k) == "native" for k in KINDS)
 
 
 @pytest.mark.parametrize("kind, attrs, a, msg", [
