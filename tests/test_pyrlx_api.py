@@ -306,7 +306,8 @@ def _g23():
     (lambda g, a, b: g.layer_norm(a, b, b, epsilon=1e-5), BuildError,
      r"LayerNorm attributes are \(axis, eps\)"),
     (lambda g, a, b: g.layer_nrom(a), AttributeError, "did you mean layer_norm"),
-    (lambda g, a, b: g.fft(a), AttributeError, "Fft, which rlx_ref does not register"),
+    (lambda g, a, b: g.fft(a), BuildError, r"Fft attributes are \(inverse, norm\)"),
+    (lambda g, a, b: g.rfft(a), AttributeError, r"no binding here yet: build RLX's Fft with"),
 ])
 def test_bad_spellings_name_the_accepted_ones(call, err, match):
     g, a, b = _g23()

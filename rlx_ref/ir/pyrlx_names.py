@@ -181,7 +181,8 @@ METHODS = {
                      derive=_custom_fn_count, operand_list=True),
 }
 
-# pyrlx Graph methods whose RLX kinds rlx_ref does not register (graph.rs).
+# pyrlx Graph methods (graph.rs) with no pyrlx-signature binding here yet: their kinds are
+# registered, so build them with g.op(KIND, operands, **payload)
 NOT_REGISTERED = {
     "fft": "Fft", "fft_norm": "Fft", "fft_real": "Fft", "rfft": "Fft", "irfft": "Fft",
     "fftfreq": "Fft", "rfftfreq": "Fft", "psd": "Fft", "psd_real": "Fft",
@@ -267,8 +268,10 @@ def _method(name: str, sig: Sig):
 def unknown_method(owner: str, name: str, known) -> AttributeError:
     """AttributeError for ``owner.name`` naming close spellings (or why pyrlx has it)."""
     if name in NOT_REGISTERED:
-        return AttributeError(f"{owner}.{name} is pyrlx's; it builds RLX's "
-                              f"{NOT_REGISTERED[name]}, which rlx_ref does not register")
+        kind = NOT_REGISTERED[name]
+        return AttributeError(f"{owner}.{name} is pyrlx's; its signature has no binding here "
+                              f"yet: build RLX's {kind} with {owner}.op({kind!r}, operands, "
+                              "**payload)")
     close = difflib.get_close_matches(name, sorted(known), n=4, cutoff=0.6)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     return AttributeError(f"{owner} has no method {name!r}{hint}")

@@ -8,9 +8,10 @@ Numba's LAPACK-backed ``np.linalg`` and then apply the sign conventions of
 from __future__ import annotations
 
 from ...ops._linalg_decomp_math import TIE
+from ..codegen.literal import py_float
 
 SRC = '''
-TIE = ''' + repr(TIE) + '''
+TIE = ''' + py_float(TIE) + '''
 
 
 @njit(cache=True, nogil=True)
