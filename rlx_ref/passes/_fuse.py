@@ -54,6 +54,13 @@ def use_counts(graph: Graph) -> Counter:
     return uses
 
 
+def sole_reader(graph: Graph, uses: Counter, nid: int):
+    """The one node that reads value ``nid``, or None when anything else reads it (another
+    node or the graph's outputs: ``uses`` comes from ``use_counts``)."""
+    users = graph.users(nid)
+    return graph.nodes[users[0]] if uses[nid] == 1 and len(users) == 1 else None
+
+
 def make_op(kind: str, **fields) -> Op:
     d = get(kind)
     return Op(kind, d.make_attrs(**fields) if (fields or d.payload != "unit") else None)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 
 from ..env_registry import get
-from ._fuse import Match, fusion_pass, gated, make_op, use_counts
+from ._fuse import Match, fusion_pass, gated, make_op, sole_reader, use_counts
 
 DEFAULT_THRESHOLD = 64          # RLX_FUSE_ATTN_THRESHOLD's default (rlx_ref/_env_vars.py)
 
@@ -45,8 +45,8 @@ def _mm_bias(node, activation=False):
 
 
 def _sole_reader(graph, uses, nid):
-    users = graph.users(nid)
-    return users[0] if uses[nid] == 1 and len(users) == 1 else None
+    reader = sole_reader(graph, uses, nid)
+    return None if reader is None else reader.id
 
 
 def _block(graph, node, uses, table) -> Match | None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ..ir.graph import Graph
 from ..ir.shape import Shape
-from ._fuse import Match, New, fusion_pass, gated, make_op, use_counts
+from ._fuse import Match, New, fusion_pass, gated, make_op, sole_reader, use_counts
 
 FUSIBLE_ACTIVATIONS = frozenset({"Relu"})
 
@@ -59,11 +59,8 @@ def trace_channel_bias(graph, nid: int, c_out: int, rank: int):
 def _match(graph, node, uses, table) -> Match | None:
     if node.kind != "Conv" or not cudnn_friendly(node.attrs):
         return None
-    users = graph.users(node.id)
-    if uses[node.id] != 1 or len(users) != 1:
-        return None
-    add = graph.nodes[users[0]]
-    if add.kind != "Binary" or add.attrs.op != "Add":
+    add = sole_reader(graph, uses, node.id)
+    if not _is(add, "Binary", "Add"):
         return None
     other = add.inputs[1] if add.inputs[0] == node.id else add.inputs[0]
     c_out = graph.shape(node.inputs[1]).dims[0]
@@ -71,13 +68,11 @@ def _match(graph, node, uses, table) -> Match | None:
     if bias is None:
         return None
     act, last = None, add
-    add_users = graph.users(add.id)
-    if uses[add.id] == 1 and len(add_users) == 1:
-        a = graph.nodes[add_users[0]]
-        if a.kind == "Activation":
-            if a.attrs.op not in FUSIBLE_ACTIVATIONS:
-                return None       # RLX: bias-only fusion is no win; leave the chain
-            act, last = a, a
+    a = sole_reader(graph, uses, add.id)
+    if _is(a, "Activation"):
+        if a.attrs.op not in FUSIBLE_ACTIVATIONS:
+            return None           # RLX: bias-only fusion is no win; leave the chain
+        act, last = a, a
     c = node.attrs
     op = make_op("FusedConvBiasAct", kernel_size=tuple(c.kernel_size), stride=tuple(c.stride),
                  padding=tuple(c.padding), dilation=tuple(c.dilation), groups=c.groups,
@@ -95,11 +90,6 @@ def fuse_conv_bias_act(graph, table) -> list:
     return [m for m in (_match(graph, n, uses, table) for n in graph.nodes) if m]
 
 
-def _only_reader(graph, uses, nid):
-    users = graph.users(nid)
-    return graph.nodes[users[0]] if uses[nid] == 1 and len(users) == 1 else None
-
-
 def _is(node, kind, op=None) -> bool:
     return node is not None and node.kind == kind and (op is None or node.attrs.op == op)
 
@@ -111,24 +101,24 @@ def _affine(graph, node, uses, table) -> Match | None:
         return None
     w = graph.shape(node.inputs[1])
     c_out, rank = w.dims[0], node.shape.rank
-    mul = _only_reader(graph, uses, node.id)
+    mul = sole_reader(graph, uses, node.id)
     if not _is(mul, "Binary", "Mul"):
         return None
     other = mul.inputs[1] if mul.inputs[0] == node.id else mul.inputs[0]
     scale = trace_channel_bias(graph, other, c_out, rank)
-    shift_add = _only_reader(graph, uses, mul.id) if scale is not None else None
+    shift_add = sole_reader(graph, uses, mul.id) if scale is not None else None
     if not _is(shift_add, "Binary", "Add"):
         return None
     other = shift_add.inputs[1] if shift_add.inputs[0] == mul.id else shift_add.inputs[0]
     shift = trace_channel_bias(graph, other, c_out, rank)
-    after = _only_reader(graph, uses, shift_add.id) if shift is not None else None
+    after = sole_reader(graph, uses, shift_add.id) if shift is not None else None
     absorbed, residual = [mul.id, shift_add.id], None
     if _is(after, "Binary", "Add"):
         residual = after.inputs[1] if after.inputs[0] == shift_add.id else after.inputs[0]
         if graph.shape(residual).dims != shift_add.shape.dims:
             return None
         absorbed.append(after.id)
-        after = _only_reader(graph, uses, after.id)
+        after = sole_reader(graph, uses, after.id)
     if not _is(after, "Activation", "Relu") or graph.shape(scale).dtype != w.dtype:
         return None
     absorbed.append(after.id)

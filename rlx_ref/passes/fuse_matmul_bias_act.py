@@ -11,7 +11,7 @@ is never fused away.
 """
 from __future__ import annotations
 
-from ._fuse import Match, fusion_pass, gated, make_op, use_counts
+from ._fuse import Match, fusion_pass, gated, make_op, sole_reader, use_counts
 
 EPILOGUE_ACTIVATIONS = frozenset({"Gelu", "Silu"})
 
@@ -20,22 +20,17 @@ def match_matmul_bias_act(graph, node, uses, table) -> Match | None:
     """The match anchored at MatMul ``node``, or None."""
     if node.kind != "MatMul" or str(graph.shape(node.inputs[1]).dtype) not in ("f32", "f64"):
         return None
-    users = graph.users(node.id)
-    if uses[node.id] != 1 or len(users) != 1:
-        return None
-    add = graph.nodes[users[0]]
-    if add.kind != "Binary" or add.attrs.op != "Add":
+    add = sole_reader(graph, uses, node.id)
+    if add is None or add.kind != "Binary" or add.attrs.op != "Add":
         return None
     bias = add.inputs[1] if add.inputs[0] == node.id else add.inputs[0]
     b, mm = graph.shape(bias), graph.shape(node.id)
     if b.rank != 1 or mm.rank == 0 or b.dims[-1] != mm.dims[-1]:
         return None
     act, last = None, add
-    add_users = graph.users(add.id)
-    if uses[add.id] == 1 and len(add_users) == 1:
-        a = graph.nodes[add_users[0]]
-        if a.kind == "Activation" and a.attrs.op in EPILOGUE_ACTIVATIONS:
-            act, last = a, a
+    a = sole_reader(graph, uses, add.id)
+    if a is not None and a.kind == "Activation" and a.attrs.op in EPILOGUE_ACTIVATIONS:
+        act, last = a, a
     op = make_op("FusedMatMulBiasAct", activation=act.attrs.op if act else None)
     operands = (node.inputs[0], node.inputs[1], bias)
     if not gated(graph, table, op, operands, last.shape):
