@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._linalg_decomp_math import lower_symmetric, pivot_signs
+
 FLOOR = 1e-12          # RLX's fixed spectral floor of logm / invsqrtm (and their adjoints)
 LOEWNER_TOL = 1e-9     # eigenvalue gaps below this (times max(1, max|λ|)) use f'(λ)
-# magnitudes within this relative margin tie for the sign pivot, so vectors such as
-# (1, -1)/√2 pick their first entry whatever the solver's rounding
-TIE = 1e-3
 
 
 def sym(a):
@@ -22,15 +21,10 @@ def sym(a):
 
 def fix_signs(v):
     """Rows scaled by ±1 so each row's pivot entry is positive: the first entry whose
-    magnitude is within ``TIE`` of the row's largest (linalg_decomp's Eigh rule; LAPACK's
+    magnitude is within ``TIE`` of the row's largest (``pivot_signs``, Eigh's rule; LAPACK's
     eigenvector signs are not specified, the packed outputs need one)."""
     v = np.array(v, np.float64)
-    for k in range(v.shape[0]):
-        mag = np.abs(v[k])
-        j = int(np.argmax(mag >= (1.0 - TIE) * mag.max())) if mag.size else 0
-        if mag.size and v[k, j] < 0:
-            v[k] = -v[k]
-    return v
+    return v * pivot_signs(v.T)[:, None]
 
 
 def eigh(a):
@@ -38,9 +32,7 @@ def eigh(a):
 
     Only the lower triangle is read: RLX passes its row-major matrix to LAPACK dsyevd as
     column-major with uplo 'U', which is the row-major lower triangle."""
-    a = np.asarray(a, np.float64)
-    low = np.tril(a)
-    lam, vecs = np.linalg.eigh(low + np.tril(a, -1).T)
+    lam, vecs = np.linalg.eigh(lower_symmetric(np.asarray(a, np.float64)))
     return lam, fix_signs(vecs.T)
 
 

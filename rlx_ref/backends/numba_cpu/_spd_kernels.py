@@ -7,6 +7,9 @@ compiled ``spectral``/``adjoint`` loops instead of one closure per function.
 """
 from __future__ import annotations
 
+from ...ops._linalg_decomp_math import TIE
+from ...ops._spd_math import FLOOR
+from ..codegen.literal import py_float
 from .kernels import compile_kernel
 
 # f(λ) codes; each one's derivative is the same code in ``_dfn``
@@ -15,8 +18,8 @@ FN = {"max_eps": 0, "log_eps": 1, "sqrt": 2, "invsqrt": 3, "log": 4, "exp": 5,
 MATFN = {"Logm": FN["log"], "Expm": FN["exp"], "Sqrtm": FN["sqrt"], "Invsqrtm": FN["invsqrt"]}
 
 SPD_SRC = '''
-FLOOR = 1e-12
-TIE = 1e-3
+FLOOR = ''' + py_float(FLOOR) + '''
+TIE = ''' + py_float(TIE) + '''
 
 
 @njit(cache=True)
