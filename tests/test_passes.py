@@ -18,7 +18,7 @@ from rlx_ref.passes import (DECOMPOSITIONS, LegalizeError, PassLog, PassVerifyEr
                             fold_constants, fuse_elementwise, legalize, unfuse_elementwise)
 from rlx_ref.passes._rewrite import graph_pass
 from rlx_ref.runtime.dispatch import dispatch_report
-from rlx_ref.runtime.env import read_env, refresh_env, truthy
+from rlx_ref.env_registry import flag, get
 from rlx_ref.runtime.options import CompileOptions, FusionOptions
 
 RNG = np.random.default_rng(7)
@@ -456,18 +456,16 @@ def test_pipeline_options_switch_passes_off():
 
 @pytest.fixture
 def rlx_env(monkeypatch):
-    """Set RLX_* variables for one test; the cached environment follows."""
+    """Set RLX_* variables for one test (the registry reads the environment live)."""
     for var in ("RLX_DISPATCH_REPORT", "RLX_VERBOSE"):
         monkeypatch.delenv(var, raising=False)
 
     def set_env(**values):
         for k, v in values.items():
             monkeypatch.setenv(k, v)
-        refresh_env()
 
     yield set_env
     monkeypatch.undo()
-    refresh_env()
 
 
 def test_the_report_prints_only_when_asked(rlx_env, capsys):
@@ -515,11 +513,14 @@ def test_verify_after_each_pass_names_the_pass(rlx_env):
 
 
 def test_env_and_options():
-    assert [truthy(v) for v in ("1", "true", " On ", "2", "")] == [True, True, True, True,
-                                                                    False]
-    assert not any(truthy(v) for v in ("0", "false", "OFF", "no", None))
-    e = read_env({"RLX_VERBOSE": "1", "RLX_REF_DUMP_KERNELS": "/tmp/k"})
-    assert e.print_dispatch_report and e.dump_kernels == "/tmp/k" and not e.verify
+    def on(v):
+        return flag("RLX_VERBOSE", {} if v is None else {"RLX_VERBOSE": v})
+
+    assert [on(v) for v in ("1", "true", " On ", "2", "")] == [True, True, True, True, False]
+    assert not any(on(v) for v in ("0", "false", "OFF", "no", None))
+    e = {"RLX_VERBOSE": "1", "RLX_REF_DUMP_KERNELS": "/tmp/k"}
+    assert flag("RLX_VERBOSE", e) and get("RLX_REF_DUMP_KERNELS", e) == "/tmp/k"
+    assert not flag("RLX_REF_VERIFY", e)
     opts = CompileOptions.coerce({"dce": False, "max_elementwise_steps": 8})
     assert not opts.dce and opts.fusion_opts.max_elementwise_steps == 8
     assert CompileOptions().fusion_opts == FusionOptions(True, 32, 16, 2, False)
