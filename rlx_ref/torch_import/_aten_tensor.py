@@ -135,6 +135,13 @@ def _identity(ctx, node):
     return ctx.arg(node.args[0])
 
 
+@handles(A + "_assert_tensor_metadata.default", A + "_assert_scalar.default",
+         A + "sym_constrain_range_for_size.default")
+def _assertion(ctx, node):
+    """Export-time checks of metadata the static graph already fixes: no node."""
+    return None
+
+
 # ── movement ─────────────────────────────────────────────────────────────────
 
 @handles(A + "view.default", A + "_unsafe_view.default", A + "reshape.default",

@@ -131,7 +131,14 @@ class Ctx:
 
     def reshape(self, x, dims) -> int:
         dims = tuple(int(d) for d in dims)
-        return x if self.dims(x) == dims else T(self.g.reshape(x, dims))
+        if self.dims(x) == dims:
+            return x
+        src = self.g.node(x)
+        if src.kind == "Reshape":       # a reshape of a reshape reads the first one's input
+            x = T(src.inputs[0])
+            if self.dims(x) == dims:
+                return x
+        return T(self.g.reshape(x, dims))
 
 
 def convert(ep, g: Graph, user_inputs: list, param_nodes: dict, consts: dict) -> list:
