@@ -16,6 +16,8 @@ from torch.nn import functional as F
 
 RESNET18_PARAMS = 11_689_512           # torchvision.models.resnet18().parameters()
 MOBILENET_V3_SMALL_PARAMS = 2_542_856  # torchvision.models.mobilenet_v3_small()
+VIT_TINY_PARAMS = 5_717_416            # timm's vit_tiny_patch16_224
+GPT2_PARAMS = 124_439_808              # GPT-2 small, the head tied to the token embedding
 
 
 def seeded(model: nn.Module, seed: int = 0) -> nn.Module:
