@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import platform
 import sys
 import time
@@ -23,6 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
+# torch's OpenMP threads and onnxruntime's would otherwise spin after each call and steal
+# the cores from whichever system is timed next
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, str(Path(__file__).parent))
 from model_profile import format_profile, profile_numba  # noqa: E402
 from ops import timeit  # noqa: E402
@@ -104,6 +108,7 @@ def runners(module, xs, steps, compile_ok):
         torch.onnx.export(module, tuple(xs), f, dynamo=False,
                           input_names=[f"in{i}" for i in range(len(xs))])
         opts = ort.SessionOptions()
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         sess = ort.InferenceSession(f.getvalue(), opts)
         out["onnxruntime"] = (lambda *a: sess.run(None, {f"in{i}": np.asarray(v)
                                                          for i, v in enumerate(a)})[0], None)
@@ -189,7 +194,8 @@ def write_docs(results: dict, args) -> None:
 
     DOCS.mkdir(parents=True, exist_ok=True)
     meta = {"machine": platform.processor() or platform.machine(), "quick": args.quick,
-            "python": platform.python_version(), "when": time.strftime("%Y-%m-%d")}
+            "python": platform.python_version(), "when": time.strftime("%Y-%m-%d"),
+            "cores": os.cpu_count(), "load_average": os.getloadavg()[0]}
     (DOCS / "models.json").write_text(json.dumps({"meta": meta, "results": results},
                                                  indent=1, default=str) + "\n")
     (DOCS / "models.md").write_text(markdown(results, meta, SYSTEMS, _ms))

@@ -9,7 +9,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from rlx_ref.backends.numba_cpu.executable import _FRESH, _PLANNED, _RETURNS  # noqa: F401
+from rlx_ref.backends.numba_cpu.executable import _PLANNED, _RETURNS
 
 
 def profile_numba(exe, feeds: dict, runs: int = 3) -> dict:

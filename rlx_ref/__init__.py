@@ -5,7 +5,7 @@ Public API: the IR (``DType``, ``Shape``, ``Dyn``, ``Graph``, ``Op``), the DSL
 ``verify_or_raise``), the oracle (``interpret``, ``Session``), devices, policies and
 fallback (``parse_device``, ``DevicePolicy``, ``GraphDevices``, ...) and the op registry
 (``opdef``, ``opdefs``, ``register_custom``) and the transforms (``grad``,
-``grad_with_loss``, ``jvp``, ``hvp``, ``vmap``, ``gradcheck``; more in ``rlx_ref.autodiff``; DSL: ``g.grad(loss, wrt=[...])``) and PyTorch import (``from_torch``, loaded on first use).
+``grad_with_loss``, ``jvp``, ``hvp``, ``vmap``, ``gradcheck``; more in ``rlx_ref.autodiff``; DSL: ``g.grad(loss, wrt=[...])``).
 """
 from .ir.dtype import DType
 from .ir.shape import Dyn, Shape, ShapeError
@@ -33,14 +33,6 @@ from .quant import load_gguf, write_gguf
 
 install_registry_methods(Graph)
 
-
-def __getattr__(name):
-    # from_torch loads on first use: importing rlx_ref never imports torch
-    if name == "from_torch":
-        from .torch_import import from_torch
-        return from_torch
-    raise AttributeError(f"module 'rlx_ref' has no attribute {name!r}")
-
 __version__ = "0.1.0"
 
 __all__ = [
@@ -54,6 +46,6 @@ __all__ = [
     "device_report", "resolve_device", "resolve_device_chain", "fastest_device_for",
     "DeviceFallbackError", "run_with_fallback", "GraphDevices", "DeviceRouter",
     "FlexibleSession", "backends_manifest", "ExecutableCapabilities", "CompileCache",
-    "BucketedCompileCache", "from_torch",
+    "BucketedCompileCache",
     "__version__",
 ]

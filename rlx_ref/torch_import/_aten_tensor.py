@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from ._convert import T, handles, is_t, meta, rlx_dtype
+from ._convert import handles, is_t, meta, rlx_dtype
 
 A = "aten."
 
