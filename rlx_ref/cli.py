@@ -293,6 +293,10 @@ def main(argv=None) -> int:
     from .env_catalog import add_arguments as add_env_arguments
 
     add_env_arguments(s)
+    s = sub.add_parser("draw", help="draw a text-form graph as SVG (Graphviz)")
+    from .draw.cli import add_arguments as add_draw_arguments
+
+    add_draw_arguments(s)
     s = sub.add_parser("docs", help="regenerate docs/ops.md from the registry")
     s.add_argument("--out", default="docs/ops.md")
     s.add_argument("--check", action="store_true", help="fail if the file is stale")

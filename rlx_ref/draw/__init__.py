@@ -51,8 +51,12 @@ def draw_svg(graph, expand_fused: bool = True, rankdir: str = "TB") -> str:
 
     Raises ``DrawError`` when the ``graphviz`` package or the ``dot`` program is missing.
     """
+    return render_svg(draw(graph, expand_fused, rankdir))
+
+
+def render_svg(dot) -> str:
+    """A ``graphviz.Digraph`` rendered to SVG text; DrawError when ``dot`` is missing."""
     graphviz = require_graphviz()
-    dot = draw(graph, expand_fused, rankdir)
     try:
         return dot.pipe(format="svg", encoding="utf-8")
     except graphviz.ExecutableNotFound:
@@ -60,7 +64,7 @@ def draw_svg(graph, expand_fused: bool = True, rankdir: str = "TB") -> str:
             from None
     except graphviz.CalledProcessError as e:
         err = (e.stderr or b"").decode("utf-8", "replace").strip().splitlines()
-        raise DrawError(f"Graphviz's `dot` failed on @{graph.name}: "
+        raise DrawError(f"Graphviz's `dot` failed on {dot.name}: "
                         f"{err[-1] if err else e}") from None
 
 
@@ -83,5 +87,5 @@ class _CallableModule(types.ModuleType):
 
 sys.modules[__name__].__class__ = _CallableModule
 
-__all__ = ["DOT_HINT", "DrawError", "PACKAGE_HINT", "draw", "draw_svg", "require_graphviz",
-           "write_svg"]
+__all__ = ["DOT_HINT", "DrawError", "PACKAGE_HINT", "draw", "draw_svg", "render_svg",
+           "require_graphviz", "write_svg"]
