@@ -57,7 +57,7 @@ def attention_layouts() -> str:
     """Memory order of the two rank-4 layouts (packed forms share [B, S, H, D]) and the
     GQA head mapping."""
     H, S, D = 2, 3, 2
-    s = Svg(310, 215, "Attention layouts: element order in memory and GQA head sharing")
+    s = Svg(350, 215, "Attention layouts: element order in memory and GQA head sharing")
     s.text(10, 16, "Attention: memory order for B = 1, H = 2 heads, S = 3, D = 2",
            size=11, anchor="start", weight="bold")
     orders = (("[B, H, S, D] (Q's axis 1 = num_heads)", ("h", "s", "d")),
