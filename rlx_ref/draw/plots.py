@@ -136,8 +136,10 @@ def plot_activation(kind: str) -> str:
     def py(v):
         return TOP + (yhi - v) / (yhi - ylo) * ph
 
+    from ..ops.backward_activation import DERIVATIVES
+
     s = Svg(WIDTH, HEIGHT, f"Activation {kind}: the function (solid) and its derivative "
-                           "from grad (dashed) on the oracle")
+                           f"from grad (dashed): dx = {DERIVATIVES[kind][0]}")
     for t in _ticks(xlo, xhi):
         s.line(px(t), TOP, px(t), TOP + ph, stroke="#e9ecef")
         s.text(px(t), HEIGHT - 6, f"{t:g}", size=8)
