@@ -5,8 +5,9 @@ Public API: the IR (``DType``, ``Shape``, ``Dyn``, ``Graph``, ``Op``), the DSL
 ``verify_or_raise``), the oracle (``interpret``, ``Session``), devices, policies and
 fallback (``parse_device``, ``DevicePolicy``, ``GraphDevices``, ...) and the op registry
 (``opdef``, ``opdefs``, ``register_custom``) and the transforms (``grad``,
-``grad_with_loss``, ``jvp``, ``hvp``, ``vmap``, ``gradcheck``; more in ``rlx_ref.autodiff``; DSL: ``g.grad(loss, wrt=[...])``)
-and pictures (``draw``, ``draw_svg``: Graphviz, loaded on first use).
+``grad_with_loss``, ``jvp``, ``hvp``, ``vmap``, ``gradcheck``; more in ``rlx_ref.autodiff``;
+DSL: ``g.grad(loss, wrt=[...])``) and pictures (``draw``, ``draw_svg``: Graphviz, loaded on
+first use).
 """
 from .ir.dtype import DType
 from .ir.shape import Dyn, Shape, ShapeError
