@@ -93,6 +93,9 @@ class Drawer:
               numbered: bool = True) -> str:
         me = f"{scope}n{n.id}"
         tip = str(n) if numbered else str(n.op)
+        if bodies(n):               # the bodies' JSON would swamp the tooltip: name them
+            tip = (f"%{n.id} = {n.kind}({', '.join(f'%{i}' for i in n.inputs)}) : {n.shape}"
+                   f"; bodies: {', '.join(f for f, _ in bodies(n))}")
         container.node(me, _dot_text(L.node_label(n, numbered)), tooltip=_dot_text(
             tip if len(tip) <= TOOLTIP_MAX else tip[:TOOLTIP_MAX - 1] + "…"),
             **L.node_style(n, is_out))

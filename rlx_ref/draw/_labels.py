@@ -37,13 +37,14 @@ def short(value) -> str:
 
 
 def _constant_text(node) -> str:
-    """A small Constant's values (up to 4), else its element count."""
+    """``= value`` for a small Constant (up to 4 values), else its element count."""
     try:
         n = node.shape.numel
         if n is not None and n <= 4:
             arr = np.frombuffer(node.attrs.data, node.shape.dtype.np)
-            return "[" + ", ".join(f"{v:.4g}" if arr.dtype.kind in "fc" else str(v)
-                                   for v in arr.tolist()) + "]"
+            vals = [f"{v:.4g}" if arr.dtype.kind in "fc" else str(v) for v in arr.tolist()]
+            return "= " + (vals[0] if node.shape.rank == 0 and vals else
+                           "[" + ", ".join(vals) + "]")
     except (TypeError, ValueError, AttributeError):
         pass
     return f"{node.shape.numel} values"
