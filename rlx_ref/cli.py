@@ -306,7 +306,8 @@ def main(argv=None) -> int:
     s = sub.add_parser("docs", help="regenerate docs/ops.md (and its pictures under "
                        "docs/img/ops/) from the registry")
     s.add_argument("--out", default="docs/ops.md")
-    s.add_argument("--check", action="store_true", help="fail if the file is stale")
+    s.add_argument("--check", action="store_true",
+                   help="fail if ops.md or one of its pictures is stale")
     s.set_defaults(fn=_docs)
     args = p.parse_args(argv)
     from ._readers import FileInputError, describe_os_error, one_line
