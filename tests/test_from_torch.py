@@ -244,5 +244,5 @@ def test_model_through_onnx_gives_the_same_results(imported):
     for node in g.param_nodes():
         exe.set_param(node.attrs.name, inits[node.attrs.name])
     out = exe.run(feeds)[0]
-    np.testing.assert_allclose(out, prog.run(*xs), rtol=1e-4,
-                               atol=1e-4 * float(np.abs(want64).max()))
+    verdict = compare(out, want64, None, g.shape(g.outputs[0]), graph_accuracy(g, DType.F32))
+    assert verdict.status == "ok", f"{name} through rlx_ref.onnx: {verdict.message}"
