@@ -236,13 +236,15 @@ def test_model_through_onnx_gives_the_same_results(imported):
     got = ort.InferenceSession(data).run(None, feeds)[0]
     assert_within_contract(prog, got, want64, f"{name} in onnxruntime")
     rlx_onnx = pytest.importorskip("rlx_ref.onnx")
-    g = rlx_onnx.load(model)
-    g = getattr(g, "graph", g)
-    from onnx import numpy_helper
-    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    if hasattr(rlx_onnx, "load_with_params"):
+        g, params = rlx_onnx.load_with_params(model)
+    else:       # weights as Params named by their initializers
+        from onnx import numpy_helper
+        g = rlx_onnx.load(model)
+        params = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     exe = rlx_ref.Session("reference").compile(g)
     for node in g.param_nodes():
-        exe.set_param(node.attrs.name, inits[node.attrs.name])
+        exe.set_param(node.attrs.name, params[node.attrs.name])
     out = exe.run(feeds)[0]
     verdict = compare(out, want64, None, g.shape(g.outputs[0]), graph_accuracy(g, DType.F32))
     assert verdict.status == "ok", f"{name} through rlx_ref.onnx: {verdict.message}"
