@@ -24,9 +24,6 @@ from pathlib import Path
 
 import numpy as np
 
-# torch's OpenMP threads and onnxruntime's would otherwise spin after each call and steal
-# the cores from whichever system is timed next
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, str(Path(__file__).parent))
 from model_profile import format_profile, profile_numba  # noqa: E402
 from ops import timeit  # noqa: E402
@@ -108,6 +105,8 @@ def runners(module, xs, steps, compile_ok):
         torch.onnx.export(module, tuple(xs), f, dynamo=False,
                           input_names=[f"in{i}" for i in range(len(xs))])
         opts = ort.SessionOptions()
+        # its threads would otherwise spin after each call, taking the cores from
+        # whichever system is timed next
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         sess = ort.InferenceSession(f.getvalue(), opts)
         out["onnxruntime"] = (lambda *a: sess.run(None, {f"in{i}": np.asarray(v)

@@ -140,6 +140,10 @@ def test_params_are_the_state_dict_and_run_takes_tensors():
         np.testing.assert_array_equal(value, sd[name])
     assert {"0.weight", "0.bias", "1.weight", "1.running_var"} <= set(prog.params)
     assert prog.input_names == ["input"] and len(prog.graph.input_nodes()) == 1
+    lin = _seed(nn.Sequential(nn.Linear(3, 2), nn.ReLU()))
+    lp = from_torch(lin, [_r(4, 3)])
+    assert set(lp.params) == {"0.weight.T", "0.bias"}     # the weight fed transposed
+    np.testing.assert_array_equal(lp.params["0.weight.T"], lin[0].weight.detach().numpy().T)
     with pytest.raises(TypeError, match="takes 1 input"):
         prog.run()
 
@@ -210,9 +214,15 @@ def test_real_config_graph_builds_and_verifies(name):
     rlx_ref.verify_or_raise(prog.graph)
     out = prog.graph.shape(prog.graph.outputs[0]).dims
     assert tuple(out) == ((1, 128, 50257) if name == "gpt2" else (1, 1000))
-    weights = {k for k, _ in module.named_parameters()}
-    assert weights <= set(prog.params)
-    assert sum(prog.params[k].size for k in weights) == count
+    # every weight is a Param under one of its names (tied weights have several), a
+    # linear layer's as its transpose ``<key>.T``
+    names: dict = {}
+    for k, p in module.named_parameters(remove_duplicate=False):
+        names.setdefault(id(p), []).extend([k, k + ".T"])
+    held = [next((prog.params[k] for k in ks if k in prog.params), None)
+            for ks in names.values()]
+    assert all(v is not None for v in held)
+    assert sum(v.size for v in held) == count
 
 
 # ── the same models through ONNX ─────────────────────────────────────────────

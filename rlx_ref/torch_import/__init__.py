@@ -5,6 +5,8 @@ functionalized (``run_decompositions({})``), aten ops without a mapping are deco
 torch's own table where it has one, and each remaining aten call becomes one or a few RLX
 nodes (``_aten_nn``, ``_aten_tensor``). Parameters and buffers become ``Param`` nodes named
 by their state_dict keys; their values travel beside the graph in ``TorchProgram.params``.
+A linear layer's weight is also held transposed, as the Param ``<key>.T`` (``[in, out]``),
+so that no run transposes it.
 torch is imported only when ``from_torch`` is called.
 """
 from __future__ import annotations
@@ -115,9 +117,8 @@ def from_torch(module, example_inputs, *, name: str | None = None) -> TorchProgr
     consts = {s.target: _as_numpy(ep.constants[s.target]) for s in specs
               if s.kind == InputKind.CONSTANT_TENSOR}
     g = Graph(name or type(module).__name__.lower())
-    params: dict = {}
     with torch.no_grad():
-        outs = convert(ep, g, user, params, consts)
+        outs, derived = convert(ep, g, user, consts)
     g.set_outputs(outs)
     verify_or_raise(g)
     values = {}
@@ -125,4 +126,7 @@ def from_torch(module, example_inputs, *, name: str | None = None) -> TorchProgr
         if s.kind in (InputKind.PARAMETER, InputKind.BUFFER):
             v = ep.state_dict.get(s.target)
             values[s.target] = _as_numpy(v if v is not None else ep.constants[s.target])
-    return TorchProgram(g, {k: values[k] for k in params}, user)
+    for name, (src, fn) in derived.items():
+        values[name] = fn(values[src])
+    used = {n.attrs.name for n in g.param_nodes()}
+    return TorchProgram(g, {k: values[k] for k in used}, user)

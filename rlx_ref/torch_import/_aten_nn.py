@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ._convert import T, handles, meta, rlx_dtype
 
 A = "aten."
@@ -106,9 +108,25 @@ def _layer_norm(ctx, node):
 
 @handles(A + "linear.default")
 def _linear(ctx, node):
+    lazy = ctx.weight(node.args[1])
+    if lazy is not None:        # W^T once at import, not a Transpose on every run
+        out_f, in_f = lazy.dims
+        wt = ctx.derived_param(lazy, ".T", lambda a: np.ascontiguousarray(a.T), (in_f, out_f))
+        node = _without_weight(node)
     x, w, b = ctx.args(node, (None, None, None))[:3]
-    y = ctx.g.matmul(x, ctx.g.transpose(w, (1, 0)))
+    y = ctx.g.matmul(x, wt if lazy is not None else ctx.g.transpose(w, (1, 0)))
     return y if b is None else ctx.g.add(y, b)
+
+
+class _Args:
+    """An FX call's view with the weight argument replaced (it is read another way)."""
+
+    def __init__(self, node, args):
+        self.target, self.args, self.kwargs = node.target, args, node.kwargs
+
+
+def _without_weight(node):
+    return _Args(node, (node.args[0], None) + tuple(node.args[2:]))
 
 
 def _addmm_supported(node):

@@ -83,18 +83,47 @@ def is_t(x) -> bool:
     return isinstance(x, T)
 
 
+class Lazy:
+    """A parameter or buffer not yet read: its Param node is made at its first use, so a
+    weight read only through a derived Param (``<key>.T``) is not a Param itself."""
+
+    def __init__(self, name: str, dims: tuple, dtype: DType):
+        self.name, self.dims, self.dtype = name, dims, dtype
+
+
 class Ctx:
     """The graph being built, the FX-node -> RLX-id map and helpers handlers share."""
 
     def __init__(self, g: Graph):
         self.g, self.env = g, {}
+        self.derived: dict = {}     # Param name -> (source Param name, numpy transform)
+        self.params: dict = {}      # Param name -> node id
+
+    def param(self, name: str, dims, dtype: DType) -> T:
+        if name not in self.params:
+            self.params[name] = self.g.param(name, tuple(dims), dtype)
+        return T(self.params[name])
+
+    def weight(self, fx_arg):
+        """The Lazy parameter behind an FX argument, or None when it is computed."""
+        from torch.fx import Node
+
+        v = self.env.get(fx_arg) if isinstance(fx_arg, Node) else None
+        return v if isinstance(v, Lazy) else None
+
+    def derived_param(self, src: Lazy, suffix: str, fn, dims) -> T:
+        """A Param holding ``fn(value of src)``, computed once at import instead of on
+        every run (a linear layer's transposed weight)."""
+        self.derived[src.name + suffix] = (src.name, fn)
+        return self.param(src.name + suffix, dims, src.dtype)
 
     def arg(self, a):
         """An FX argument as an RLX id (tensors), or the Python value itself."""
         from torch.fx import Node
 
         if isinstance(a, Node):
-            return self.env[a]
+            v = self.env[a]
+            return self.param(v.name, v.dims, v.dtype) if isinstance(v, Lazy) else v
         if isinstance(a, (list, tuple)):
             return type(a)(self.arg(v) for v in a)
         return a
@@ -141,8 +170,9 @@ class Ctx:
         return T(self.g.reshape(x, dims))
 
 
-def convert(ep, g: Graph, user_inputs: list, param_nodes: dict, consts: dict) -> list:
-    """Fill ``g`` from the exported program; returns the output ids."""
+def convert(ep, g: Graph, user_inputs: list, consts: dict) -> tuple:
+    """Fill ``g`` from the exported program; returns the output ids and the derived Params
+    (name -> (source name, transform))."""
     ctx = Ctx(g)
     placeholders = {spec.arg.name: spec for spec in ep.graph_signature.input_specs}
     for node in ep.graph.nodes:
@@ -151,20 +181,17 @@ def convert(ep, g: Graph, user_inputs: list, param_nodes: dict, consts: dict) ->
             val = meta(node)
             dims, dt = tuple(val.shape), rlx_dtype(val.dtype)
             if node.name in user_inputs:
-                nid = g.input(node.name, dims, dt)
+                ctx.env[node] = T(g.input(node.name, dims, dt))
             elif spec.target in consts:
-                nid = g.constant(consts[spec.target], dt)
-            elif spec.target in param_nodes:
-                nid = param_nodes[spec.target]
+                ctx.env[node] = T(g.constant(consts[spec.target], dt))
             else:
-                nid = param_nodes[spec.target] = g.param(spec.target, dims, dt)
-            ctx.env[node] = T(nid)
+                ctx.env[node] = Lazy(spec.target, dims, dt)
         elif node.op == "call_function":
             out = HANDLERS[target_name(node)](ctx, node)
             ctx.env[node] = tuple(map(_wrap, out)) if isinstance(out, tuple) else _wrap(out)
         elif node.op == "output":
             outs = node.args[0]
-            return [ctx.env[o] for o in outs]
+            return [ctx.arg(o) for o in outs], ctx.derived
     raise ValueError("the exported graph has no output node")
 
 
