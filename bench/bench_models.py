@@ -7,6 +7,8 @@ is written for every model that misses the targets (≤ 1.0× eager, ≤ 1.3× o
 
     python bench/bench_models.py [--quick] [--only NAME,...] [--no-compile] [--budget S]
 
+With ``--only`` the rows it measures replace theirs in the committed JSON; the rest stay.
+
 Needs torch (and onnx + onnxruntime for that column): `pip install torch==2.13.0 onnx
 onnxruntime`. GPT-2 decode is greedy over the fixed 128-token graph (no KV cache, for every
 system alike): step t runs the forward on the padded sequence and takes position t's argmax.
@@ -192,6 +194,11 @@ def write_docs(results: dict, args) -> None:
     from model_report import markdown
 
     DOCS.mkdir(parents=True, exist_ok=True)
+    old = DOCS / "models.json"
+    if args.only and old.exists():      # a partial run replaces only its own rows
+        merged = json.loads(old.read_text())["results"]
+        merged.update(results)
+        results = {k: merged[k] for k in merged}
     meta = {"machine": platform.processor() or platform.machine(), "quick": args.quick,
             "python": platform.python_version(), "when": time.strftime("%Y-%m-%d"),
             "cores": os.cpu_count(), "load_average": os.getloadavg()[0]}
