@@ -138,3 +138,26 @@ def test_op_variations_and_quant_schemes_come_from_the_registry():
     q4k = next(q for q in rep["quant_schemes"] if q["scheme"] == "GgufQ4K")
     assert (q4k["family"], q4k["name"], q4k["bpw"]) == ("GGUF K-quant", "Q4_K", "4.5")
     assert {q["family"] for q in rep["quant_schemes"]} >= {"Linear int", "GGUF ternary"}
+
+
+class _Protocol:
+    """A backend with only the protocol's methods (no Backend base class)."""
+
+    name = "plain"
+
+    def supported_ops(self):
+        from rlx_ref.ir.dtype import DType
+
+        return {"Input": "all", "While": frozenset({DType.F32})}
+
+
+def test_a_backend_without_describe_still_records_its_claims(tmp_path):
+    from rlx_ref.conformance.runner import results_document, write_results
+
+    doc = results_document([_Protocol()], [res("w-1", "While", backend="plain")], "m")
+    assert doc["backends"]["plain"]["declared"] == {"Input": "all", "While": ["f32"]}
+    write_results(doc, tmp_path / "r.json")
+    rep = report.render_json(report.load_results([tmp_path / "r.json"]))
+    assert rep["glance"][0]["claimed"] == 2 and rep["glance"][0]["kinds_passing"] == 1
+    cells = {op["kind"]: op["cells"]["plain"] for c in rep["categories"] for op in c["ops"]}
+    assert cells["While"]["text"] == "✅"

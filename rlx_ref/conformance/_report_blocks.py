@@ -13,12 +13,19 @@ from ._report_rows import source_note
 from ._report_variants import variant_blocks
 
 
+GAP_LIMIT = 16          # kinds named per cell of the gaps table (the JSON has them all)
+
+
 def _table(head, rows, align, states=None, meta=None) -> tuple:
     return ("table", head, rows, align, states, meta)
 
 
-def _codes(kinds) -> str:
-    return ", ".join(f"`{k}`" for k in kinds)
+def _codes(kinds, limit: int | None = None) -> str:
+    """Kinds as code spans; past ``limit``, the first ones and how many more."""
+    kinds = list(kinds)
+    if limit is None or len(kinds) <= limit:
+        return ", ".join(f"`{k}`" for k in kinds)
+    return ", ".join(f"`{k}`" for k in kinds[:limit]) + f" and {len(kinds) - limit} more"
 
 
 def _cells_table(head: list, rows: list, cols: list, lead: list, meta=None) -> tuple:
@@ -88,10 +95,9 @@ def _gaps(rep: dict) -> list:
     if rep["missing_kinds"]:
         out.append(("p", f"**Kinds of RLX's IR that rlx_ref does not define** "
                     f"({len(rep['missing_kinds'])}): {_codes(rep['missing_kinds'])}."))
-    rows = [[f"**{g['column']}**", _codes(g["unclaimed"]) or "—",
-             _codes(g["paths"]["host"]) or "—", _codes(g["paths"]["decomposed"]) or "—",
-             _codes(g["paths"]["rewritten"]) or "—", _codes(g["failing"]) or "—"]
-            for g in rep["gaps"]]
+    rows = [[f"**{g['column']}**"] + [_codes(ks, GAP_LIMIT) or "—" for ks in (
+             g["unclaimed"], g["paths"]["host"], g["paths"]["decomposed"],
+             g["paths"]["rewritten"], g["failing"])] for g in rep["gaps"]]
     if rows:
         out.append(_table(["Backend", "Defined but not claimed", "Host fallback ᴴ",
                            "Decomposed ᴰ", "Rewritten ᵁ", "Failing cases"], rows, "llllll"))

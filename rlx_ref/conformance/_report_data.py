@@ -114,8 +114,7 @@ def render_json(merged: Merged, registry=None, onnx: dict | None = None) -> dict
             d = by_kind.get(kind)
             cells = {c.label: cell(statuses(c.label, kind), kind in c.declared,
                                    _path(c, kind, by_col_op.get((c.label, kind), [])))
-                     if registered else {"state": ABSENT, "text": "", "claimed": False}
-                     for c in cols}
+                     if registered else {**cell([], False), "state": ABSENT} for c in cols}
             ops.append({"kind": kind, "family": d.family if d else "",
                         "description": first_sentence(d.doc) if d else "",
                         "registered": registered, "on_rlx_page": kind in rk.on_page,
