@@ -65,6 +65,9 @@ VARS = (
     V("RLX_REF_REQUIRE_CORE", "tooling", "flag",
       "the test suite fails when the compiled Cython core is missing (set by CI)",
       stability="internal"),
+    V("RLX_REF_REQUIRE_BROWSER", "tooling", "flag",
+      "the browser check of the coverage page fails, instead of skipping, when Playwright "
+      "or /usr/bin/chromium is missing (set by CI)", stability="internal"),
     V("RLX_REF_FUZZ_EXAMPLES", "tooling", "int",
       "examples per property in the text-form fuzz tests", default=500, stability="internal"),
     # other libraries' variables rlx_ref reads (they own the meaning)

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+
+from rlx_ref.env_registry import flag
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 CHROMIUM = Path("/usr/bin/chromium")
@@ -30,7 +31,7 @@ def _missing() -> str:
 
 
 if _missing():
-    if os.environ.get("RLX_REF_REQUIRE_BROWSER") == "1":
+    if flag("RLX_REF_REQUIRE_BROWSER"):
         raise RuntimeError(f"RLX_REF_REQUIRE_BROWSER=1 but {_missing()}")
     pytest.skip(_missing(), allow_module_level=True)
 

@@ -81,7 +81,7 @@ def _inline(text) -> str:
     out = html.escape(str(text), quote=False)
     out = re.sub(r"`([^`]*)`", r"<code>\1</code>", out)
     out = re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", out)
-    out = re.sub(r"(?<![\w*])\*([^*\s][^*]*)\*(?![\w*])", r"<i>\1</i>", out)
+    out = re.sub(r"(?<![\w*])\*([^*<>\s][^*<>]*)\*(?![\w*])", r"<i>\1</i>", out)
     return _GLYPH.sub(_glyph, out)
 
 
