@@ -65,11 +65,11 @@ def _glance(rep: dict) -> list:
              f"{g['ok']}/{g['ran']}", str(g["failing"]), str(g["xfail"]),
              str(g["unsupported"])] for g in rep["glance"]]
     missing, extra = rep["missing_kinds"], rep["rlx_only_kinds"]
-    text = (f"*({n} rows: the {rep['rlx_kinds']} kinds of RLX's `OpKind`"
+    text = (f"{n} rows: the {rep['rlx_kinds']} kinds of RLX's `OpKind`"
             + (f" and {len(extra)} kinds only rlx_ref defines" if extra else "")
             + f". rlx_ref's registry defines {rep['registry_kinds']}"
             + (f"; the {len(missing)} it lacks are rows with blank cells: {_codes(missing)}"
-               if missing else "; it lacks none") + ".)*")
+               if missing else "; it lacks none") + ".")
     return [("h", 3, "Coverage at a glance"),
             _table(["Backend", "Kinds claimed", f"of {n}", "Kinds ✅", "Cases passed",
                     "Failing", "xfail", "Unsupported"], rows, "lrrrrrrr"), ("p", text)]
