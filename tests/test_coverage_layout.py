@@ -161,3 +161,21 @@ def test_a_backend_without_describe_still_records_its_claims(tmp_path):
     assert rep["glance"][0]["claimed"] == 2 and rep["glance"][0]["kinds_passing"] == 1
     cells = {op["kind"]: op["cells"]["plain"] for c in rep["categories"] for op in c["ops"]}
     assert cells["While"]["text"] == "✅"
+
+
+def test_html_marks_are_svg_and_rows_carry_what_the_filters_read(tmp_path):
+    from rlx_ref.conformance._report_html import _inline
+
+    assert _inline("✅ᴴ").startswith('<svg class="mk mk-pass"') and \
+        _inline("✅ᴴ").endswith('<sup class="ann" title="host fallback">H</sup>')
+    assert 'mk-warn' in _inline("⚠️ 1/2") and _inline("⚠️ 1/2").endswith(" 1/2")
+    assert 'mk-fail' in _inline("❌ 0/1")
+    ref = results_file(tmp_path / "r.json", {"ref": info({"MatMul": "all"})},
+                       [res("m-1", "MatMul")])
+    coverage(tmp_path, [ref])
+    page = (tmp_path / "docs" / "op-coverage.html").read_text(encoding="utf-8")
+    assert '<div id="filters" hidden>' in page          # shown by the script only
+    assert '<tr class="op" data-registered="1" data-search="matmul ' in page
+    assert '<tr class="op gap" data-registered="0" data-search="kvappend ' in page
+    assert '<td class="c pass" data-col="ref" data-state="pass"><svg' in page
+    assert page.count('<section class="cat">') == 20
