@@ -64,9 +64,13 @@ def _scheme_row(family: str, rlx_name: str, s) -> dict:
     if s is None:
         return {"family": family, "scheme": rlx_name, "name": "", "bpw": "", "block": "",
                 "encode": ""}
+    if s.kind == "linear":     # scales live in side tensors; pack_linear writes all three
+        block, encode = "per element, side scales", "`pack_linear`"
+    else:
+        block = f"{s.block_size} in {s.block_bytes} B"
+        encode = s.quantize_source or ("yes" if s.quantize else "decode only")
     return {"family": family, "scheme": rlx_name, "name": s.name,
-            "bpw": f"{s.bits_per_weight:g}", "block": f"{s.block_size} in {s.block_bytes} B",
-            "encode": s.quantize_source or ("yes" if s.quantize else "decode only")}
+            "bpw": f"{s.bits_per_weight:g}", "block": block, "encode": encode}
 
 
 def load_onnx_tests(path) -> dict | None:

@@ -42,8 +42,10 @@ GAPS_NOTE = ("Generated from the registry and the results: what is missing, what
 VARIATIONS_NOTE = ("One op kind carries many behaviours through its payload enums; every "
                    "backend that claims a kind is tested on the variants its samples use.")
 QUANT_NOTE = ("RLX's `QuantScheme` variants by family, beside rlx_ref's scheme records "
-              "(`rlx-ref gguf`): blank where rlx_ref has none. Encode: whose quantizer "
-              "rlx_ref matches bit for bit, or decode only.")
+              "(`rlx_ref/quant/`): blank where rlx_ref has none. Bits/weight counts the "
+              "codes (and in-block scales); Encode: whose quantizer rlx_ref matches bit for "
+              "bit (gguf-py, llama.cpp), `pack_linear` for the linear schemes, or decode "
+              "only.")
 ONNX_NOTE = ("ONNX's own backend node tests (`onnx.backend.test.case.node`), imported onto "
              "RLX kinds and run by `rlx-ref onnx-tests`; pass rates are of the mappable "
              "cases. Summary: `docs/results/onnx-node-tests.json`.")
