@@ -6,8 +6,8 @@ Public API: the IR (``DType``, ``Shape``, ``Dyn``, ``Graph``, ``Op``), the DSL
 fallback (``parse_device``, ``DevicePolicy``, ``GraphDevices``, ...) and the op registry
 (``opdef``, ``opdefs``, ``register_custom``) and the transforms (``grad``,
 ``grad_with_loss``, ``jvp``, ``hvp``, ``vmap``, ``gradcheck``; more in ``rlx_ref.autodiff``;
-DSL: ``g.grad(loss, wrt=[...])``) and pictures (``draw``, ``draw_svg``: Graphviz, loaded on
-first use).
+DSL: ``g.grad(loss, wrt=[...])``), pictures (``draw``, ``draw_svg``: Graphviz) and the
+explainers (``trace``, ``diff``; more in ``rlx_ref.explain``), all loaded on first use.
 """
 from .ir.dtype import DType
 from .ir.shape import Dyn, Shape, ShapeError
@@ -35,11 +35,13 @@ from .quant import load_gguf, write_gguf
 
 install_registry_methods(Graph)
 
-_LAZY = {"draw": "rlx_ref.draw", "draw_svg": "rlx_ref.draw"}   # optional peer: graphviz
+_LAZY = {"draw": "rlx_ref.draw", "draw_svg": "rlx_ref.draw",   # optional peer: graphviz
+         "trace": "rlx_ref.explain", "diff": "rlx_ref.explain"}   # pull in conformance
 
 
 def __getattr__(name):
-    """``draw`` and ``draw_svg`` load on first use (``graphviz`` is an optional peer)."""
+    """``draw`` and ``draw_svg`` (``graphviz`` is an optional peer), ``trace`` and ``diff``
+    (they read the conformance comparator) load on first use."""
     if name in _LAZY:
         import importlib
 
@@ -60,6 +62,6 @@ __all__ = [
     "device_report", "resolve_device", "resolve_device_chain", "fastest_device_for",
     "DeviceFallbackError", "run_with_fallback", "GraphDevices", "DeviceRouter",
     "FlexibleSession", "backends_manifest", "ExecutableCapabilities", "CompileCache",
-    "BucketedCompileCache", "draw", "draw_svg",
+    "BucketedCompileCache", "draw", "draw_svg", "trace", "diff",
     "__version__",
 ]
