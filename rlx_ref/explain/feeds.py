@@ -1,0 +1,90 @@
+"""Inputs for explaining a graph: seeded random feeds, and graphs read from text files."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..ir.dtype import DType
+from ..ir.graph import Graph
+from ..ir.shape import Dyn
+
+DYN_SIZE = 3          # the size a dynamic dim gets in random feeds
+
+
+def random_array(shape, rng: np.random.Generator) -> np.ndarray:
+    """A value for a declared Shape: floats ~ N(0, 1); integers in [0, 2], small enough
+    to index any axis of length 3 or more; bools fair coins. Dynamic dims get DYN_SIZE."""
+    dims = tuple(DYN_SIZE if isinstance(d, Dyn) else int(d) for d in shape.dims)
+    dt = shape.dtype
+    if dt.is_bool:
+        return rng.random(dims) < 0.5
+    if dt.is_int:
+        return rng.integers(0, 3, dims).astype(dt.np)
+    if dt.is_complex:
+        return (rng.standard_normal(dims) + 1j * rng.standard_normal(dims)).astype(dt.np)
+    return rng.standard_normal(dims).astype(dt.np)
+
+
+def random_feeds(graph: Graph, seed: int, inputs: dict | None = None,
+                 params: dict | None = None) -> tuple[dict, dict]:
+    """(inputs, params) with every declared one not given filled from ``seed``.
+
+    Values depend only on the seed and the declarations in node order, so a command
+    line with the same seed sees the same values."""
+    rng = np.random.default_rng(seed)
+    inputs, params = dict(inputs or {}), dict(params or {})
+    for n in graph.nodes:
+        table = {"Input": inputs, "Param": params}.get(n.kind)
+        if table is not None:
+            value = random_array(n.shape, rng)      # drawn even when given: stable values
+            table.setdefault(n.attrs.name, value)
+    return inputs, params
+
+
+_GRAPH_START = re.compile(r"^\s*graph\s+@", re.M)
+
+
+def split_graphs(text: str) -> list[str]:
+    """The ``graph @name { ... }`` blocks of a text (``//`` comment lines dropped), e.g.
+    a pass fixture holding the input graph and, after ``// EXPECT``, the expected one."""
+    lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith("//")]
+    body = "\n".join(lines)
+    starts = [m.start() for m in _GRAPH_START.finditer(body)]
+    return [body[a:b].strip() for a, b in zip(starts, starts[1:] + [len(body)])]
+
+
+def read_graph(path, which: int | None = None) -> tuple[Graph, str]:
+    """The graph in text file ``path`` and a note (empty, or which of several it took).
+
+    A file holding several graphs (a pass fixture) gives graph ``which`` (default 0);
+    FileInputError names the file and what is wrong."""
+    from .._readers import FileInputError, read_text
+    from ..ir.text import parse
+
+    what = "a graph in RLX's text form: graph @name { %0 = ... return %N }"
+    text = read_text(path, what)
+    blocks = split_graphs(text)
+    if not blocks:
+        raise FileInputError(path, "holds no `graph @name {` block", what)
+    i = 0 if which is None else which
+    if not 0 <= i < len(blocks):
+        raise FileInputError(path, f"holds {len(blocks)} graph(s); --graph {i} is out of "
+                             f"range (0..{len(blocks) - 1})", what)
+    try:
+        g = parse(blocks[i] if len(blocks) > 1 else text)
+    except (ValueError, RecursionError) as e:
+        raise FileInputError(path, str(e), what) from None
+    note = ""
+    if len(blocks) > 1:
+        note = (f"{path} holds {len(blocks)} graphs; this is graph {i} (@{g.name}); "
+                f"--graph N picks another")
+    return g, note
+
+
+def dtype_label(arr) -> str:
+    """RLX's name of an array's dtype (numpy's name when RLX has none)."""
+    try:
+        return str(DType.of(np.asarray(arr)))
+    except TypeError:
+        return str(np.asarray(arr).dtype)
