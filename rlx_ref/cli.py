@@ -303,6 +303,12 @@ def main(argv=None) -> int:
     from .draw.cli import add_arguments as add_draw_arguments
 
     add_draw_arguments(s)
+    from .explain.cli import add_diff_arguments, add_explain_arguments
+
+    add_explain_arguments(sub.add_parser("explain", help="trace a graph on the oracle, node "
+                                         "by node (a table; --html for a page)"))
+    add_diff_arguments(sub.add_parser("diff", help="find the first node where a backend "
+                                      "departs from the oracle"))
     s = sub.add_parser("docs", help="regenerate docs/ops.md (and its pictures under "
                        "docs/img/ops/) from the registry")
     s.add_argument("--out", default="docs/ops.md")

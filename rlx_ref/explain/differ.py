@@ -227,10 +227,23 @@ def _bisect(report, be, graph, feeds, o64, oc, exposed, promises, options) -> No
         values.update(zip(inner + [nid], got))
         local, case = judge_node(node, [values[i] for i in node.inputs], values[nid],
                                  np.shape(oc[nid]), promises)
-        first = first if local.ok else local
+        if local.ok:            # right alone, wrong in the prefix: repro the whole prefix
+            case = _prefix_case(graph, nid, inputs, params)
+        else:
+            first = local
     except Exception:  # noqa: BLE001 - the node fails outright: repro on the oracle's inputs
         case = one_op_case(node, [oc[i] for i in node.inputs], np.shape(oc[nid]))
     report.first, report.case = first, case
+
+
+def _prefix_case(graph: Graph, nid: int, inputs: dict, params: dict):
+    """A ``multi:`` conformance case: the prefix graph ending at ``nid`` on the inputs."""
+    from ..conformance.cases import make_case
+
+    g = _prefix(graph, nid)
+    return make_case(f"multi:{g.name}", g.nodes[nid].shape.dtype.display, g,
+                     _only_needed(g, inputs, "Input"), tags=("diff",),
+                     params=_only_needed(g, params, "Param"), source=f"diff at %{nid}")
 
 
 def _write_repro(report, repro_dir) -> None:
