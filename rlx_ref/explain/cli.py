@@ -14,7 +14,8 @@ def _common(p) -> None:
                    "conformance repro's inputs.npz")
     p.add_argument("--params", metavar="FILE.npz", help="the params by name")
     p.add_argument("--random-inputs", type=int, metavar="SEED", help="fill every input "
-                   "and param not given from this seed (floats ~ N(0, 1), integers 0..2)")
+                   "and param not given from this seed (floats ~ N(0, 1), integers 0..2, "
+                   "indices 0..1, SPD matrices where an op reads `A`)")
     p.add_argument("--graph", type=int, metavar="N", help="which graph of the file (0-based)")
 
 

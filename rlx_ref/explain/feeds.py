@@ -12,18 +12,42 @@ from ..ir.shape import Dyn
 DYN_SIZE = 3          # the size a dynamic dim gets in random feeds
 
 
-def random_array(shape, rng: np.random.Generator) -> np.ndarray:
-    """A value for a declared Shape: floats ~ N(0, 1); integers in [0, 2], small enough
-    to index any axis of length 3 or more; bools fair coins. Dynamic dims get DYN_SIZE."""
+_INDEX = re.compile(r"ind|idx|label|position|token", re.I)
+
+
+def random_array(shape, rng: np.random.Generator, role: str = "") -> np.ndarray:
+    """A value for a declared Shape: floats ~ N(0, 1); integers in [0, 2]; bools fair
+    coins. ``role`` is the operand name its reader gives it: an index (``indices``,
+    ``labels``, ``expert_idx`` ...) gets integral values in [0, 1], valid on any axis of
+    length 2 or more, whatever its dtype; a square matrix ``A`` (Cholesky, Eigh, solves) is
+    made symmetric positive definite. Dynamic dims get DYN_SIZE."""
     dims = tuple(DYN_SIZE if isinstance(d, Dyn) else int(d) for d in shape.dims)
     dt = shape.dtype
     if dt.is_bool:
         return rng.random(dims) < 0.5
+    if _INDEX.search(role):
+        return rng.integers(0, 2, dims).astype(dt.np)
     if dt.is_int:
         return rng.integers(0, 3, dims).astype(dt.np)
     if dt.is_complex:
         return (rng.standard_normal(dims) + 1j * rng.standard_normal(dims)).astype(dt.np)
-    return rng.standard_normal(dims).astype(dt.np)
+    x = rng.standard_normal(dims)
+    if role == "A" and len(dims) >= 2 and dims[-1] == dims[-2]:
+        x = x @ np.swapaxes(x, -1, -2) + dims[-1] * np.eye(dims[-1])
+    return x.astype(dt.np)
+
+
+def _roles(graph: Graph) -> dict:
+    """Leaf node id -> the operand name its first reader gives it ("" when unnamed)."""
+    from ..ops.opdef import get
+
+    out: dict = {}
+    for n in graph.nodes:
+        names = get(n.kind).input_names
+        for pos, i in enumerate(n.inputs):
+            if i not in out and pos < len(names):
+                out[i] = names[pos]
+    return out
 
 
 def random_feeds(graph: Graph, seed: int, inputs: dict | None = None,
@@ -34,10 +58,11 @@ def random_feeds(graph: Graph, seed: int, inputs: dict | None = None,
     line with the same seed sees the same values."""
     rng = np.random.default_rng(seed)
     inputs, params = dict(inputs or {}), dict(params or {})
+    roles = _roles(graph)
     for n in graph.nodes:
         table = {"Input": inputs, "Param": params}.get(n.kind)
         if table is not None:
-            value = random_array(n.shape, rng)      # drawn even when given: stable values
+            value = random_array(n.shape, rng, roles.get(n.id, ""))   # drawn even if given
             table.setdefault(n.attrs.name, value)
     return inputs, params
 

@@ -1,0 +1,70 @@
+"""Every graph the docs and examples show, for checking that explain and diff handle them.
+
+Text-form graphs come from ``docs/**/*.md`` code blocks and ``docs/**/*.rlx``,
+``tests/fixtures/**/*.rlx`` files (each graph of a file); example graphs from each
+``examples/*.py`` module's ``build_graphs()`` (name -> (graph, params or None)), which
+builds them without running the example.
+"""
+from __future__ import annotations
+
+import importlib.util
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..ir.graph import Graph
+from .feeds import split_graphs
+
+ROOT = Path(__file__).resolve().parents[2]          # the source checkout
+_FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.M | re.S)
+
+
+@dataclass
+class Entry:
+    """One graph: where it comes from, its text (text-form graphs) or graph and params."""
+
+    label: str
+    text: str | None = None
+    graph: Graph | None = None
+    params: dict | None = None
+
+    def load(self) -> Graph:
+        if self.graph is None:
+            from ..ir.text import parse
+
+            self.graph = parse(self.text)
+        return self.graph
+
+
+def text_graphs(root: Path = ROOT) -> list[Entry]:
+    """The text-form graphs of the docs' code blocks and .rlx files, and the fixtures."""
+    out = []
+    docs = root / "docs"
+    for md in sorted(docs.rglob("*.md")):
+        blocks = [b for b in _FENCE.findall(md.read_text()) if b.lstrip().startswith("graph @")]
+        for i, b in enumerate(blocks):
+            out.append(Entry(f"{md.relative_to(root)}#{i}", b))
+    files = sorted(docs.rglob("*.rlx")) + sorted((root / "tests/fixtures").rglob("*.rlx"))
+    for f in files:
+        for i, b in enumerate(split_graphs(f.read_text())):
+            out.append(Entry(f"{f.relative_to(root)}#{i}", b))
+    return out
+
+
+def example_graphs(root: Path = ROOT) -> list[Entry]:
+    """The graphs ``examples/*.py`` build, from each module's ``build_graphs()``."""
+    out = []
+    for f in sorted((root / "examples").glob("*.py")):
+        spec = importlib.util.spec_from_file_location(f"rlx_ref_example_{f.stem}", f)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)                # examples run only under __main__
+        build = getattr(mod, "build_graphs", None)
+        if build is None:
+            raise ValueError(f"{f} has no build_graphs(): every example lists its graphs")
+        for name, (graph, params) in build().items():
+            out.append(Entry(f"{f.relative_to(root)}:{name}", None, graph, params))
+    return out
+
+
+def all_graphs(root: Path = ROOT) -> list[Entry]:
+    return text_graphs(root) + example_graphs(root)
