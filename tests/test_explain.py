@@ -155,3 +155,17 @@ def test_every_docs_and_examples_graph_explains(entry):
     tr = rlx_ref.trace(g, inputs, params)
     assert len(tr.top()) == len(g) and tr.outputs is not None
     assert html_page(tr).count("<tr class=") == len(tr)
+
+
+def test_cli_explain_reads_an_example_script_with_its_params(capsys):
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    script = str(root / "examples/dsl_quickstart.py")
+    assert main(["explain", script]) == 2              # x is missing; params come along
+    err = capsys.readouterr().err
+    assert "needs input 'x' [4, 8] f32:" in err          # and no param
+    assert main(["explain", str(root / "examples/train_mlp.py"), "--graph", "1",
+                 "--random-inputs", "0", "--max-iterations", "0"]) == 0
+    captured = capsys.readouterr()
+    assert "trace of @" in captured.out and "1: train_step" in captured.err

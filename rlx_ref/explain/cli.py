@@ -7,7 +7,8 @@ import sys
 
 def _common(p) -> None:
     p.add_argument("file", help="a graph in RLX's text form (a file with several graphs, "
-                   "such as a pass fixture, gives its first; see --graph)")
+                   "such as a pass fixture, gives its first; see --graph), or a Python "
+                   "script with build_graphs(), as examples/*.py")
     p.add_argument("--input", action="append", metavar="NAME=PATH.npy",
                    help="one input's value (repeatable)")
     p.add_argument("--inputs", metavar="FILE.npz", help="every input by name, e.g. a "
@@ -49,7 +50,7 @@ def _load(args):
     from .feeds import random_feeds, read_graph
     from .tracing import missing_feeds
 
-    g, note = read_graph(args.file, args.graph)
+    g, note, built = read_graph(args.file, args.graph)
     if note:
         print(note, file=sys.stderr)
     args.float64 = False
@@ -64,7 +65,7 @@ def _load(args):
             _check_array(args.inputs, f"input {name!r}", arr, decl[name], False)
             inputs[name] = arr
     inputs.update(_feeds(args, g))
-    params = _params(args, g)
+    params = _params(args, g) if args.params or built is None else dict(built)
     if args.random_inputs is not None:
         inputs, params = random_feeds(g, args.random_inputs, inputs, params)
     missing = missing_feeds(g, inputs, params)

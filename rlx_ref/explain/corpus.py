@@ -51,19 +51,24 @@ def text_graphs(root: Path = ROOT) -> list[Entry]:
     return out
 
 
+def script_graphs(path, label: str | None = None) -> list[Entry]:
+    """The graphs a Python script lists in its ``build_graphs()`` (name -> (graph, params));
+    the script is imported, so only what runs outside ``if __name__ == "__main__"`` runs."""
+    f = Path(path)
+    spec = importlib.util.spec_from_file_location(f"rlx_ref_example_{f.stem}", f)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    build = getattr(mod, "build_graphs", None)
+    if build is None:
+        raise ValueError(f"{f} has no build_graphs() returning name -> (graph, params)")
+    return [Entry(f"{label or f}:{name}", None, graph, params)
+            for name, (graph, params) in build().items()]
+
+
 def example_graphs(root: Path = ROOT) -> list[Entry]:
     """The graphs ``examples/*.py`` build, from each module's ``build_graphs()``."""
-    out = []
-    for f in sorted((root / "examples").glob("*.py")):
-        spec = importlib.util.spec_from_file_location(f"rlx_ref_example_{f.stem}", f)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)                # examples run only under __main__
-        build = getattr(mod, "build_graphs", None)
-        if build is None:
-            raise ValueError(f"{f} has no build_graphs(): every example lists its graphs")
-        for name, (graph, params) in build().items():
-            out.append(Entry(f"{f.relative_to(root)}:{name}", None, graph, params))
-    return out
+    return [e for f in sorted((root / "examples").glob("*.py"))
+            for e in script_graphs(f, str(f.relative_to(root)))]
 
 
 def all_graphs(root: Path = ROOT) -> list[Entry]:

@@ -21,33 +21,13 @@ import numpy as np
 
 from ..interpret import Interpreter
 from ..ir.graph import Graph
-from ..ir.shape import Shape
+from .judge import (LEAVES, NodeDiff, chain_judge, judge_node, one_op_case, only_needed,
+                    prefix_case, prefix_graph)
 from .tracing import TraceInputError, missing_feeds
-
-LEAVES = ("Input", "Param")
 
 
 class DiffError(RuntimeError):
     """The diff cannot be made (the oracle fails, or the backend refuses the graph)."""
-
-
-@dataclass
-class NodeDiff:
-    """One node's verdict: ``status`` is conformance's (ok, MISSING, MISMATCH, error)."""
-
-    node_id: int
-    kind: str
-    text: str
-    status: str
-    message: str = ""
-    contract: str = ""
-    max_abs: float | None = None
-    budget_ratio: float | None = None
-    how: str = "node"          # node: the op on the backend's inputs; chain: end to end
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
 
 
 @dataclass
@@ -116,74 +96,15 @@ def _oracle_all(graph: Graph, inputs: dict, params: dict, float64: bool) -> list
         raise DiffError(f"the oracle itself fails on these inputs: {e}") from e
 
 
-def one_op_case(node, operands: list, got_shape):
-    """The conformance Case of ``node``'s op alone on ``operands`` (its inputs x0, x1...)."""
-    from ..conformance.cases import make_case
-    from ..ops.single import single_op_graph
-
-    out = Shape(tuple(got_shape), node.shape.dtype)
-    g = single_op_graph(node.kind, node.attrs, operands, out)
-    return make_case(node.kind, node.shape.dtype.display, g,
-                     {f"x{i}": np.asarray(v) for i, v in enumerate(operands)}, tags=("diff",),
-                     source=f"diff at %{node.id}")
-
-
-def judge_node(node, operands: list, got, oracle_shape, promises=()) -> tuple:
-    """(NodeDiff, Case): the backend's value ``got`` against the oracle running the op
-    alone on ``operands``, under the op's accuracy contract."""
-    from ..conformance.accuracy import case_accuracy
-    from ..conformance.compare import compare
-    from ..conformance.runner import OracleError, oracle_outputs
-
-    case = one_op_case(node, operands, oracle_shape)
-    try:
-        o64, oc = oracle_outputs(case)
-    except OracleError as e:
-        return NodeDiff(node.id, node.kind, str(node), "error",
-                        f"the oracle fails on the inputs the backend fed this node: {e}"), case
-    acc = case_accuracy(case, None, promises)
-    declared = case.graph.nodes[case.graph.outputs[0]].shape
-    v = compare(got, o64[0], oc[0], declared, acc)
-    return NodeDiff(node.id, node.kind, str(node), v.status, v.message, acc.describe(),
-                    v.max_abs, v.budget_ratio), case
-
-
-def _chain_judge(graph, nid, got, o64, oc) -> NodeDiff:
-    """Node ``nid``'s backend value against the oracle run end to end (float64 and case
-    dtype), under the composite contract of the prefix graph ending at it."""
-    from ..conformance.accuracy import graph_accuracy
-    from ..conformance.compare import compare
-
-    node = graph.nodes[nid]
-    prefix = _prefix(graph, nid)
-    acc = graph_accuracy(prefix, node.shape.dtype)
-    declared = Shape(np.shape(o64[nid]), node.shape.dtype)
-    v = compare(got, o64[nid], oc[nid], declared, acc)
-    return NodeDiff(nid, node.kind, str(node), v.status, v.message, acc.describe(),
-                    v.max_abs, v.budget_ratio, how="chain")
-
-
-def _prefix(graph: Graph, nid: int) -> Graph:
-    g = Graph(f"{graph.name}_to_{nid}")
-    g.nodes = graph.copy().nodes[:nid + 1]
-    g.outputs = [nid]
-    return g
-
-
 def _feed_values(graph: Graph, inputs: dict, params: dict) -> dict:
     return {n.id: (inputs if n.kind == "Input" else params)[n.attrs.name]
             for n in graph.nodes if n.kind in LEAVES}
 
 
-def _only_needed(graph: Graph, table: dict, kind: str) -> dict:
-    names = {n.attrs.name for n in graph.nodes if n.kind == kind}
-    return {k: v for k, v in table.items() if k in names}
-
-
 def _run_prefix(be, graph, nid, outputs, inputs, params, options) -> list:
-    g = _prefix(graph, nid)
-    return _run(be, g, outputs, _only_needed(g, inputs, "Input"),
-                _only_needed(g, params, "Param"), options)
+    g = prefix_graph(graph, nid)
+    return _run(be, g, outputs, only_needed(g, inputs, "Input"),
+                only_needed(g, params, "Param"), options)
 
 
 def _bisect(report, be, graph, feeds, o64, oc, exposed, promises, options) -> None:
@@ -199,7 +120,7 @@ def _bisect(report, be, graph, feeds, o64, oc, exposed, promises, options) -> No
         node = graph.nodes[nid]
         try:
             got = _run_prefix(be, graph, nid, [nid], inputs, params, options)[0]
-            d = _chain_judge(graph, nid, got, o64, oc)
+            d = chain_judge(graph, nid, got, o64, oc)
         except Exception as e:  # noqa: BLE001 - a failing prefix is a departure
             d = NodeDiff(nid, node.kind, str(node), "error",
                          f"{type(e).__name__}: {one_line(e)}", how="prefix run")
@@ -228,22 +149,12 @@ def _bisect(report, be, graph, feeds, o64, oc, exposed, promises, options) -> No
         local, case = judge_node(node, [values[i] for i in node.inputs], values[nid],
                                  np.shape(oc[nid]), promises)
         if local.ok:            # right alone, wrong in the prefix: repro the whole prefix
-            case = _prefix_case(graph, nid, inputs, params)
+            case = prefix_case(graph, nid, inputs, params)
         else:
             first = local
     except Exception:  # noqa: BLE001 - the node fails outright: repro on the oracle's inputs
         case = one_op_case(node, [oc[i] for i in node.inputs], np.shape(oc[nid]))
     report.first, report.case = first, case
-
-
-def _prefix_case(graph: Graph, nid: int, inputs: dict, params: dict):
-    """A ``multi:`` conformance case: the prefix graph ending at ``nid`` on the inputs."""
-    from ..conformance.cases import make_case
-
-    g = _prefix(graph, nid)
-    return make_case(f"multi:{g.name}", g.nodes[nid].shape.dtype.display, g,
-                     _only_needed(g, inputs, "Input"), tags=("diff",),
-                     params=_only_needed(g, params, "Param"), source=f"diff at %{nid}")
 
 
 def _write_repro(report, repro_dir) -> None:
@@ -323,4 +234,4 @@ def _plain_departs(be, graph, feeds, o64, oc, options) -> bool:
         got = _run(be, graph, outs, *feeds, options)
     except Exception:  # noqa: BLE001 - a failing plain run departs
         return True
-    return any(not _chain_judge(graph, o, v, o64, oc).ok for o, v in zip(outs, got))
+    return any(not chain_judge(graph, o, v, o64, oc).ok for o, v in zip(outs, got))

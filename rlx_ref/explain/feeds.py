@@ -79,14 +79,17 @@ def split_graphs(text: str) -> list[str]:
     return [body[a:b].strip() for a, b in zip(starts, starts[1:] + [len(body)])]
 
 
-def read_graph(path, which: int | None = None) -> tuple[Graph, str]:
-    """The graph in text file ``path`` and a note (empty, or which of several it took).
+def read_graph(path, which: int | None = None) -> tuple[Graph, str, dict | None]:
+    """(graph, note, params) from ``path``: a text-form graph, or a Python script listing
+    its graphs in ``build_graphs()`` (as ``examples/*.py`` do; their params come along).
 
-    A file holding several graphs (a pass fixture) gives graph ``which`` (default 0);
-    FileInputError names the file and what is wrong."""
+    A file holding several graphs (a pass fixture, a script) gives graph ``which``
+    (default 0) and a note saying so; FileInputError names the file and what is wrong."""
     from .._readers import FileInputError, read_text
     from ..ir.text import parse
 
+    if str(path).endswith(".py"):
+        return _script_graph(path, which)
     what = "a graph in RLX's text form: graph @name { %0 = ... return %N }"
     text = read_text(path, what)
     blocks = split_graphs(text)
@@ -104,7 +107,26 @@ def read_graph(path, which: int | None = None) -> tuple[Graph, str]:
     if len(blocks) > 1:
         note = (f"{path} holds {len(blocks)} graphs; this is graph {i} (@{g.name}); "
                 f"--graph N picks another")
-    return g, note
+    return g, note, None
+
+
+def _script_graph(path, which):
+    from .._readers import FileInputError
+    from .corpus import script_graphs
+
+    what = "a Python script with build_graphs() returning name -> (graph, params)"
+    try:
+        entries = script_graphs(path)
+    except (OSError, ValueError, ImportError, SyntaxError) as e:
+        raise FileInputError(path, f"{type(e).__name__}: {e}", what) from None
+    i = 0 if which is None else which
+    if not 0 <= i < len(entries):
+        raise FileInputError(path, f"builds {len(entries)} graph(s); --graph {i} is out of "
+                             f"range (0..{len(entries) - 1})", what)
+    names = ", ".join(f"{k}: {e.label.rsplit(':', 1)[1]}" for k, e in enumerate(entries))
+    note = f"{path} builds {len(entries)} graph(s) ({names}); this is graph {i}" \
+        if len(entries) > 1 else ""
+    return entries[i].graph, note, entries[i].params
 
 
 def dtype_label(arr) -> str:
