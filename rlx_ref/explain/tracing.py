@@ -96,7 +96,8 @@ class TracingInterpreter(Interpreter):
         self.sink = [] if sink is None else sink
         self.prefix, self.depth, self.max_iterations = prefix, depth, max_iterations
         self.body, self.iteration = body, iteration
-        self._calls: dict = {}         # body name -> (calls made, calls elided) this node
+        self._node = None
+        self._calls: dict = {}         # id(body) -> (name, calls made, calls elided)
 
     def _record(self, node, args) -> TraceRecord:
         rec = TraceRecord(f"{self.prefix}%{node.id}", self.depth, node.id, node.kind,
@@ -131,7 +132,7 @@ class TracingInterpreter(Interpreter):
         return out
 
     def _note_elided(self, node) -> None:
-        for name, (calls, elided) in self._calls.items():
+        for name, calls, elided in self._calls.values():
             if elided:
                 self.sink.append(TraceRecord(
                     f"{self.prefix}%{node.id}/@{name}", self.depth + 1, node.id, node.kind,
@@ -141,8 +142,8 @@ class TracingInterpreter(Interpreter):
         self._calls = {}
 
     def _run_body(self, body: Graph, args: list, params: dict | None = None) -> list:
-        calls, elided = self._calls.get(body.name, (0, 0))
-        self._calls[body.name] = (calls + 1, elided + (calls >= self.max_iterations))
+        _, calls, elided = self._calls.get(id(body), (body.name, 0, 0))
+        self._calls[id(body)] = (body.name, calls + 1, elided + (calls >= self.max_iterations))
         params = getattr(self._local, "params", None) if params is None else params
         ins = body.input_nodes()
         if len(ins) != len(args):
