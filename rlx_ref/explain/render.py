@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import html
-import os
 import sys
 
 TEXT_WIDTH = 96          # op text is cut to this many characters in the table
@@ -12,13 +11,10 @@ _ANSI = {"id": "1;36", "kind": "1;33", "shape": "32", "doc": "2", "bad": "1;31",
 
 
 def use_color(stream=None, mode: str = "auto") -> bool:
-    """Colour when asked (``always``), or on ``auto`` when ``stream`` is a terminal and
-    ``NO_COLOR`` is unset (https://no-color.org) and TERM is not ``dumb``."""
+    """Colour when asked (``always``), or on ``auto`` when ``stream`` is a terminal."""
     if mode in ("always", "never"):
         return mode == "always"
     stream = stream or sys.stdout
-    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
-        return False
     return bool(getattr(stream, "isatty", lambda: False)())
 
 
