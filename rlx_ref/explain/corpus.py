@@ -8,15 +8,13 @@ builds them without running the example.
 from __future__ import annotations
 
 import importlib.util
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..ir.graph import Graph
-from .feeds import split_graphs
+from .feeds import markdown_graphs, split_graphs
 
 ROOT = Path(__file__).resolve().parents[2]          # the source checkout
-_FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.M | re.S)
 
 
 @dataclass
@@ -41,8 +39,7 @@ def text_graphs(root: Path = ROOT) -> list[Entry]:
     out = []
     docs = root / "docs"
     for md in sorted(docs.rglob("*.md")):
-        blocks = [b for b in _FENCE.findall(md.read_text()) if b.lstrip().startswith("graph @")]
-        for i, b in enumerate(blocks):
+        for i, b in enumerate(markdown_graphs(md.read_text())):
             out.append(Entry(f"{md.relative_to(root)}#{i}", b))
     files = sorted(docs.rglob("*.rlx")) + sorted((root / "tests/fixtures").rglob("*.rlx"))
     for f in files:

@@ -179,11 +179,15 @@ def diff(graph: Graph, inputs: dict | None = None, params: dict | None = None,
     every node agrees), ``case`` its one-op conformance case on the inputs the backend fed
     it; with ``repro_dir`` the case is written there as a standalone repro (``repro``).
     Judging stops at the first departure unless ``all_nodes``. Missing inputs raise
-    ``TraceInputError``; an oracle failure or a backend refusing the graph ``DiffError``.
+    ``TraceInputError``, a graph that does not verify ``GraphVerifyError``; an oracle failure
+    or a backend refusing the graph ``DiffError``.
     """
     from .._readers import one_line
     from ..backends.base import UnsupportedOp
 
+    from ..ir.verify import verify_or_raise
+
+    verify_or_raise(graph)
     inputs, params = dict(inputs or {}), dict(params or {})
     missing = missing_feeds(graph, inputs, params)
     if missing:

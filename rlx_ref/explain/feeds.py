@@ -79,11 +79,20 @@ def split_graphs(text: str) -> list[str]:
     return [body[a:b].strip() for a, b in zip(starts, starts[1:] + [len(body)])]
 
 
+_FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.M | re.S)
+
+
+def markdown_graphs(text: str) -> list[str]:
+    """The fenced code blocks of a Markdown text that hold a ``graph @name {`` graph."""
+    return [b for b in _FENCE.findall(text) if b.lstrip().startswith("graph @")]
+
+
 def read_graph(path, which: int | None = None) -> tuple[Graph, str, dict | None]:
     """(graph, note, params) from ``path``: a text-form graph, or a Python script listing
     its graphs in ``build_graphs()`` (as ``examples/*.py`` do; their params come along).
 
-    A file holding several graphs (a pass fixture, a script) gives graph ``which``
+    A Markdown file gives its fenced graph blocks. A file holding several graphs (a pass
+    fixture, a doc page, a script) gives graph ``which``
     (default 0) and a note saying so; FileInputError names the file and what is wrong."""
     from .._readers import FileInputError, read_text
     from ..ir.text import parse
@@ -92,7 +101,7 @@ def read_graph(path, which: int | None = None) -> tuple[Graph, str, dict | None]
         return _script_graph(path, which)
     what = "a graph in RLX's text form: graph @name { %0 = ... return %N }"
     text = read_text(path, what)
-    blocks = split_graphs(text)
+    blocks = markdown_graphs(text) if str(path).endswith(".md") else split_graphs(text)
     if not blocks:
         raise FileInputError(path, "holds no `graph @name {` block", what)
     i = 0 if which is None else which
@@ -100,7 +109,7 @@ def read_graph(path, which: int | None = None) -> tuple[Graph, str, dict | None]
         raise FileInputError(path, f"holds {len(blocks)} graph(s); --graph {i} is out of "
                              f"range (0..{len(blocks) - 1})", what)
     try:
-        g = parse(blocks[i] if len(blocks) > 1 else text)
+        g = parse(blocks[i] if len(blocks) > 1 or str(path).endswith(".md") else text)
     except (ValueError, RecursionError) as e:
         raise FileInputError(path, str(e), what) from None
     note = ""

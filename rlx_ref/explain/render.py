@@ -23,9 +23,13 @@ def _cut(text: str, width: int = TEXT_WIDTH) -> str:
 
 
 def _signature(rec) -> str:
+    """``(operand shapes) -> declared output``, plus the run's dims where they were dynamic."""
     ins = ", ".join(f"{d} {t}" for d, t in rec.inputs)
-    return f"({ins}) -> {rec.out_shape} {rec.out_dtype}" if ins else \
-        f"-> {rec.out_shape} {rec.out_dtype}"
+    out = f"{rec.out_shape} {rec.out_dtype}"
+    ran = str(list(rec.summary.shape)) if rec.summary is not None else rec.out_shape
+    if ran != rec.out_shape:
+        out += f" (ran as {ran})"
+    return f"({ins}) -> {out}" if ins else f"-> {out}"
 
 
 def _has_bad(rec) -> bool:
