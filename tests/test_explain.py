@@ -169,3 +169,24 @@ def test_cli_explain_reads_an_example_script_with_its_params(capsys):
                  "--random-inputs", "0", "--max-iterations", "0"]) == 0
     captured = capsys.readouterr()
     assert "trace of @" in captured.out and "1: train_step" in captured.err
+
+
+def test_trace_and_diff_load_lazily():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys, rlx_ref; assert 'rlx_ref.explain' not in sys.modules; "
+            "assert callable(rlx_ref.trace) and callable(rlx_ref.diff)")
+    root = Path(__file__).resolve().parents[1]
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=root,
+                   env={**os.environ, "PYTHONPATH": str(root)})
+
+
+def test_cli_explain_reads_a_markdown_page_graph(capsys):
+    from pathlib import Path
+
+    page = Path(__file__).resolve().parents[1] / "docs/ir.md"
+    assert main(["explain", str(page), "--random-inputs", "0"]) == 0
+    assert "(ran as [3, 8])" in capsys.readouterr().out       # ?0 bound to DYN_SIZE
