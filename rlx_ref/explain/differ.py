@@ -184,7 +184,6 @@ def diff(graph: Graph, inputs: dict | None = None, params: dict | None = None,
     """
     from .._readers import one_line
     from ..backends.base import UnsupportedOp
-
     from ..ir.verify import verify_or_raise
 
     verify_or_raise(graph)
