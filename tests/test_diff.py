@@ -54,6 +54,22 @@ def test_broken_activation_is_found_at_its_node_with_a_repro(tmp_path):
     assert "first departure: %2 Activation" in "\n".join(r.lines())
 
 
+@pytest.mark.parametrize("fault", ["Reduce", "Binary"])
+def test_broken_reduction_and_broadcast_are_found_mid_graph(fault):
+    """``broken`` drops a Sum's last element; it aligns broadcast operands from the left."""
+    g = Graph("mid")
+    x, b = g.input("x", [2, 8]), g.input("b", [8])
+    e = g.activation("Exp", g.mul(x, x))    # 16 elements: whole blocks, broken's Exp is right
+    e = g.add(e, e)
+    m = g.sum(e, [1]) if fault == "Reduce" else g.add(e, b)
+    g.set_outputs([g.mul(m, m)])
+    feeds = {"x": np.random.default_rng(1).standard_normal((2, 8)).astype(np.float32) / 4,
+             "b": np.arange(8, dtype=np.float32)}
+    r = rlx_ref.diff(g, feeds, backend="broken")
+    assert (r.first.node_id, r.first.kind) == (m, fault)
+    assert all(d.ok for d in r.nodes if d.node_id < m) and r.first.status != "ok"
+
+
 def test_a_crashing_kernel_is_found_by_bisecting_prefixes(tmp_path):
     g, mid = _graph("Cumsum")                     # broken's Cumsum raises
     r = rlx_ref.diff(g, {"x": X}, backend="broken", repro_dir=tmp_path)
@@ -75,7 +91,7 @@ def test_numba_cpu_agrees_and_a_planted_fused_fault_is_bisected():
     x = g.input("x", [3, 5])
     z = g.add(g.activation("Tanh", g.mul(x, x)), x)
     g.set_outputs([z])
-    xv = RNG.standard_normal((3, 5)).astype(np.float32)
+    xv = np.random.default_rng(2).standard_normal((3, 5)).astype(np.float32)
     assert rlx_ref.diff(g, {"x": xv}, backend="numba-cpu").ok
     # the fault sits in the fused region's step chaining: exposing every node hides it
     r = rlx_ref.diff(g, {"x": xv}, backend="numba-cpu+fault:ew-chain-step")
