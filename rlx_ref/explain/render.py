@@ -38,12 +38,14 @@ def _has_bad(rec) -> bool:
 
 
 def text_lines(tr, color: bool = False) -> list[str]:
-    """The trace as text: three lines per node (op, values, doc), indented by depth."""
+    """The trace as text: op, text and values lines per node, indented by depth, and the
+    op's doc line the first time each (kind, doc) shows."""
     def paint(style, text):
         return f"\x1b[{_ANSI[style]}m{text}\x1b[0m" if color else text
 
     g = tr.graph
     out = [paint("head", f"trace of @{g.name}: {len(g)} nodes, {len(tr)} records")]
+    shown = set()
     for rec in tr:
         pad = "  " * rec.depth
         if rec.elided:
@@ -61,7 +63,8 @@ def text_lines(tr, color: bool = False) -> list[str]:
             stats = rec.summary.stats_text()
             out.append(f"{pad}    " + (paint("bad", stats) if _has_bad(rec) else stats)
                        + f"  first {rec.summary.first_text()}")
-        if rec.doc:
+        if rec.doc and (rec.kind, rec.doc) not in shown:
+            shown.add((rec.kind, rec.doc))
             out.append(f"{pad}    {paint('doc', rec.doc)}")
     if tr.error:
         out.append(paint("bad", f"run failed: {tr.error.splitlines()[0]}"))
