@@ -16,7 +16,7 @@ def _common(p) -> None:
     p.add_argument("--params", metavar="FILE.npz", help="the params by name")
     p.add_argument("--random-inputs", type=int, metavar="SEED", help="fill every input "
                    "and param not given from this seed (floats ~ N(0, 1), integers 0..2, "
-                   "indices 0..1, SPD matrices where an op reads `A`)")
+                   "indices 0..1, SPD matrices for `A` operands and the SPD ops)")
     p.add_argument("--graph", type=int, metavar="N", help="which graph of the file (0-based)")
 
 

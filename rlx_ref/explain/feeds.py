@@ -15,12 +15,13 @@ DYN_SIZE = 3          # the size a dynamic dim gets in random feeds
 _INDEX = re.compile(r"ind|idx|label|position|token", re.I)
 
 
-def random_array(shape, rng: np.random.Generator, role: str = "") -> np.ndarray:
+def random_array(shape, rng: np.random.Generator, role: str = "",
+                 spd: bool = False) -> np.ndarray:
     """A value for a declared Shape: floats ~ N(0, 1); integers in [0, 2]; bools fair
     coins. ``role`` is the operand name its reader gives it: an index (``indices``,
     ``labels``, ``expert_idx`` ...) gets integral values in [0, 1], valid on any axis of
-    length 2 or more, whatever its dtype; a square matrix ``A`` (Cholesky, Eigh, solves) is
-    made symmetric positive definite. Dynamic dims get DYN_SIZE."""
+    length 2 or more, whatever its dtype. With ``spd`` square matrices are made symmetric
+    positive definite. Dynamic dims get DYN_SIZE."""
     dims = tuple(DYN_SIZE if isinstance(d, Dyn) else int(d) for d in shape.dims)
     dt = shape.dtype
     if dt.is_bool:
@@ -32,21 +33,25 @@ def random_array(shape, rng: np.random.Generator, role: str = "") -> np.ndarray:
     if dt.is_complex:
         return (rng.standard_normal(dims) + 1j * rng.standard_normal(dims)).astype(dt.np)
     x = rng.standard_normal(dims)
-    if role == "A" and len(dims) >= 2 and dims[-1] == dims[-2]:
+    if spd and len(dims) >= 2 and dims[-1] == dims[-2]:
         x = x @ np.swapaxes(x, -1, -2) + dims[-1] * np.eye(dims[-1])
     return x.astype(dt.np)
 
 
 def _roles(graph: Graph) -> dict:
-    """Leaf node id -> the operand name its first reader gives it ("" when unnamed)."""
+    """Node id -> (the operand name its first reader gives it, whether that reader wants a
+    symmetric positive definite matrix: an ``A`` (Cholesky, Eigh, solves) or any operand
+    of the SPD-manifold ops)."""
     from ..ops.opdef import get
 
     out: dict = {}
     for n in graph.nodes:
-        names = get(n.kind).input_names
+        d = get(n.kind)
+        manifold = d.family == "spd" or n.kind.startswith("Spd")
         for pos, i in enumerate(n.inputs):
-            if i not in out and pos < len(names):
-                out[i] = names[pos]
+            if i not in out:
+                name = d.input_names[pos] if pos < len(d.input_names) else ""
+                out[i] = (name, manifold or name == "A")
     return out
 
 
@@ -62,7 +67,8 @@ def random_feeds(graph: Graph, seed: int, inputs: dict | None = None,
     for n in graph.nodes:
         table = {"Input": inputs, "Param": params}.get(n.kind)
         if table is not None:
-            value = random_array(n.shape, rng, roles.get(n.id, ""))   # drawn even if given
+            # drawn even when given, so the others keep their values
+            value = random_array(n.shape, rng, *roles.get(n.id, ("", False)))
             table.setdefault(n.attrs.name, value)
     return inputs, params
 
