@@ -165,3 +165,11 @@ def test_docs_and_examples_graphs_diff_on_numba_cpu(entry):
     inputs, params = random_feeds(g, 0, None, entry.params)
     r = rlx_ref.diff(g, inputs, params, backend="numba-cpu")
     assert r.ok, "\n".join(r.lines())
+
+
+def test_a_kind_the_backend_does_not_claim_is_refused_by_name():
+    entry = next(e for e in text_graphs() if e.text and "ScaledMatMul" in e.text)
+    g = entry.load()
+    inputs, params = random_feeds(g, 0)
+    with pytest.raises(DiffError, match="numba-cpu refuses .*ScaledMatMul"):
+        rlx_ref.diff(g, inputs, params, backend="numba-cpu")
