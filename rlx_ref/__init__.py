@@ -5,7 +5,9 @@ Public API: the IR (``DType``, ``Shape``, ``Dyn``, ``Graph``, ``Op``), the DSL
 ``verify_or_raise``), the oracle (``interpret``, ``Session``), devices, policies and
 fallback (``parse_device``, ``DevicePolicy``, ``GraphDevices``, ...) and the op registry
 (``opdef``, ``opdefs``, ``register_custom``) and the transforms (``grad``,
-``grad_with_loss``, ``jvp``, ``hvp``, ``vmap``, ``gradcheck``; more in ``rlx_ref.autodiff``; DSL: ``g.grad(loss, wrt=[...])``).
+``grad_with_loss``, ``jvp``, ``hvp``, ``vmap``, ``gradcheck``; more in ``rlx_ref.autodiff``;
+DSL: ``g.grad(loss, wrt=[...])``), pictures (``draw``, ``draw_svg``: Graphviz) and the
+explainers (``trace``, ``diff``; more in ``rlx_ref.explain``), all loaded on first use.
 """
 from .ir.dtype import DType
 from .ir.shape import Dyn, Shape, ShapeError
@@ -33,6 +35,20 @@ from .quant import load_gguf, write_gguf
 
 install_registry_methods(Graph)
 
+_LAZY = {"draw": "rlx_ref.draw", "draw_svg": "rlx_ref.draw",   # optional peer: graphviz
+         "trace": "rlx_ref.explain", "diff": "rlx_ref.explain"}   # pull in conformance
+
+
+def __getattr__(name):
+    """``draw`` and ``draw_svg`` (``graphviz`` is an optional peer), ``trace`` and ``diff``
+    (they read the conformance comparator) load on first use."""
+    if name in _LAZY:
+        import importlib
+
+        mod = importlib.import_module(_LAZY[name])
+        return mod if name == "draw" else getattr(mod, name)
+    raise AttributeError(f"module 'rlx_ref' has no attribute {name!r}")
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -46,6 +62,6 @@ __all__ = [
     "device_report", "resolve_device", "resolve_device_chain", "fastest_device_for",
     "DeviceFallbackError", "run_with_fallback", "GraphDevices", "DeviceRouter",
     "FlexibleSession", "backends_manifest", "ExecutableCapabilities", "CompileCache",
-    "BucketedCompileCache",
+    "BucketedCompileCache", "draw", "draw_svg", "trace", "diff",
     "__version__",
 ]

@@ -198,22 +198,28 @@ def _run(args) -> int:
 def _docs(args) -> int:
     from ._atomic import write_text
     from ._readers import FileInputError, read_text
-    from .docgen import render
+    from .docgen import render, render_images
+    from .draw import pages
 
     path = Path(args.out)
-    text = render()
+    text, images = render(), render_images()
     if args.check:
+        problems = pages.stale(path.parent, images)
         if not path.exists() or read_text(path, "the generated op reference") != text:
-            print(f"{path} is stale: run `rlx-ref docs`", file=sys.stderr)
+            problems.insert(0, f"{path} is stale")
+        for p in problems:
+            print(f"{p}: run `rlx-ref docs`", file=sys.stderr)
+        if problems:
             return 1
-        print(f"{path} is up to date")
+        print(f"{path} and its {len(images)} pictures are up to date")
         return 0
     try:
         write_text(path, text)
+        written = pages.write(path.parent, images)
     except OSError as e:
-        raise FileInputError(path, f"cannot write: {e.strerror or e}",
+        raise FileInputError(e.filename or path, f"cannot write: {e.strerror or e}",
                              "a writable file path") from None
-    print(f"wrote {path}")
+    print(f"wrote {path} ({len(written)} of its {len(images)} pictures changed)")
     return 0
 
 
@@ -293,9 +299,21 @@ def main(argv=None) -> int:
     from .env_catalog import add_arguments as add_env_arguments
 
     add_env_arguments(s)
-    s = sub.add_parser("docs", help="regenerate docs/ops.md from the registry")
+    s = sub.add_parser("draw", help="draw a text-form graph as SVG (Graphviz)")
+    from .draw.cli import add_arguments as add_draw_arguments
+
+    add_draw_arguments(s)
+    from .explain.cli import add_diff_arguments, add_explain_arguments
+
+    add_explain_arguments(sub.add_parser("explain", help="trace a graph on the oracle, node "
+                                         "by node (a table; --html for a page)"))
+    add_diff_arguments(sub.add_parser("diff", help="find the first node where a backend "
+                                      "departs from the oracle"))
+    s = sub.add_parser("docs", help="regenerate docs/ops.md (and its pictures under "
+                       "docs/img/ops/) from the registry")
     s.add_argument("--out", default="docs/ops.md")
-    s.add_argument("--check", action="store_true", help="fail if the file is stale")
+    s.add_argument("--check", action="store_true",
+                   help="fail if ops.md or one of its pictures is stale")
     s.set_defaults(fn=_docs)
     args = p.parse_args(argv)
     from ._readers import FileInputError, describe_os_error, one_line

@@ -57,6 +57,8 @@ def _show(a) -> str:
 
 
 def render() -> str:
+    from .draw import pages as pictures
+
     defs = sorted(all_opdefs(), key=lambda d: (d.family, d.kind))
     out = [HEADER.format(count=len(defs))]
     fams: dict[str, list] = {}
@@ -85,4 +87,13 @@ def render() -> str:
             if d.notes:
                 out.append(f"- Notes: {d.notes}")
             out += ["", "Example:", ""] + _example(d) + [""]
+            out += pictures.markdown(d.kind)
     return "\n".join(out).rstrip() + "\n"
+
+
+def render_images() -> dict:
+    """``{path relative to ops.md's directory: SVG text}``: the op pages' plots and
+    diagrams (``rlx_ref.draw.pages``), generated with the page."""
+    from .draw import pages
+
+    return pages.images(sorted(d.kind for d in all_opdefs()))

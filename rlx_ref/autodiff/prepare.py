@@ -6,10 +6,12 @@
    (a While without a cap cannot be differentiated: an error says so);
 4. a CustomFn without a rule body for the transform is inlined (with one, it stays and
    its ``vjp_body``/``jvp_body`` is the rule);
-5. every kind that has an exact decomposition but no rule (DotGeneral, Slice, Pad, Tile,
+5. the sequence kinds (SelectiveScan, Mamba2, GatedDeltaNet, Lstm, Gru, Rnn) become their
+   loop form (``ops._sequence_scan.as_scan``), a Scan whose body the rules differentiate;
+6. every kind that has an exact decomposition but no rule (DotGeneral, Slice, Pad, Tile,
    Trilu, the backward kinds, ScanBackward, ...) is decomposed, so a gradient graph can be
    differentiated again;
-6. every Scan gets a trajectory and its broadcast operands become per-step rows
+7. every Scan gets a trajectory and its broadcast operands become per-step rows
    (``prepare_scan.py``): its rule differentiates the body.
 
 Each step returns a new verified graph.
@@ -91,6 +93,24 @@ def _rewrite_control(graph: Graph, keep_rule: str) -> Graph:
     return rb.finish() if changed else graph
 
 
+def _sequences_as_scans(graph: Graph) -> Graph:
+    """One rebuild: each sequence kind replaced by the inlining of its loop form."""
+    from ..ops._sequence_scan import as_scan
+    from .vjp import LOOP_FORM_KINDS
+
+    if not any(n.kind in LOOP_FORM_KINDS for n in graph.nodes):
+        return graph
+    rb = Rebuilder(graph)
+    for node in graph.nodes:
+        if node.kind in LOOP_FORM_KINDS:
+            shapes = [graph.shape(i) for i in node.inputs]
+            body = as_scan(node.kind, shapes, node.attrs)
+            rb.map(node.id, inline(rb.new, body, rb.inputs(node))[0])
+        else:
+            rb.copy(node, node.op)
+    return rb.finish()
+
+
 def decomposable_kinds() -> set:
     """Kinds with a decomposition and no VJP rule: rewritten before differentiation."""
     from .vjp import NON_DIFFERENTIABLE, VJP, _load_rules
@@ -104,6 +124,7 @@ def prepare_for_ad(graph: Graph, keep_rule: str = "vjp_body") -> Graph:
     verify_or_raise(graph)
     g = unfuse_elementwise(graph, None, force=True)
     g = _rewrite_control(g, keep_rule)
+    g = _sequences_as_scans(g)
     g = decompose(g, None, kinds=decomposable_kinds())
     g = scans_for_ad(g)
     verify_or_raise(g)

@@ -87,7 +87,12 @@ def _load_rules() -> None:
     load_rule_modules("rules_")
 
 
+# kinds the pre-pass rewrites into their loop form (a Scan): differentiated through it
+LOOP_FORM_KINDS = frozenset({"SelectiveScan", "Mamba2", "GatedDeltaNet", "Lstm", "Gru", "Rnn"})
+
+
 def rule_kinds() -> list[str]:
-    """Every kind with a VJP rule (non-differentiable kinds included)."""
+    """Every kind the transform differentiates: a VJP rule, no gradient by definition
+    (non-differentiable kinds), or the loop form the pre-pass rewrites it into."""
     _load_rules()
-    return sorted(set(VJP) | NON_DIFFERENTIABLE)
+    return sorted(set(VJP) | NON_DIFFERENTIABLE | LOOP_FORM_KINDS)

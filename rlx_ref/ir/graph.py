@@ -180,6 +180,22 @@ class Graph:
     def __repr__(self) -> str:
         return f"<Graph @{self.name}: {len(self)} nodes, outputs {self.outputs}>"
 
+    def _repr_svg_(self) -> str | None:
+        """Jupyter's picture of the graph; None (not an error) without Graphviz."""
+        from ..draw import DrawError, draw_svg
+
+        try:
+            return draw_svg(self)
+        except DrawError:
+            return None
+
+    def _repr_html_(self) -> str:
+        """Jupyter's rich form: the SVG drawing, or the text form when it cannot be drawn."""
+        import html
+
+        svg = self._repr_svg_()
+        return svg if svg is not None else f"<pre>{html.escape(self.to_text())}</pre>"
+
     @staticmethod
     def parse(text: str) -> "Graph":
         from .text import parse
