@@ -183,14 +183,27 @@ def run(args) -> int:
         return 2
     t0 = time.perf_counter()
     backends = [] if args.list or args.scheduler else _backends(args.backend)
+    client = None
+    if args.scheduler and not args.list:        # an unreachable scheduler fails at once
+        from .distributed import connect
+
+        client = connect(args.scheduler, args.connect_timeout)
     if backends and not args.in_process:
         from .workers import start_server
 
         start_server(sorted({type(b).__module__ for _, b in backends}))
-    cases = build_cases(seed=args.seed, tier=args.tier)
-    dtypes = args.dtype.split(",") if args.dtype else None
-    cases = shard_cases(filter_cases(cases, args.op, dtypes, args.case, args.tag), args.shard)
+    try:
+        cases = build_cases(seed=args.seed, tier=args.tier)
+        dtypes = args.dtype.split(",") if args.dtype else None
+        cases = shard_cases(filter_cases(cases, args.op, dtypes, args.case, args.tag),
+                            args.shard)
+    except BaseException:
+        if client is not None:
+            client.close()
+        raise
     if not cases:
+        if client is not None:
+            client.close()
         print("no cases match the selection", file=sys.stderr)
         return 2
     if args.list:
@@ -202,7 +215,7 @@ def run(args) -> int:
     if args.scheduler:
         from .distributed import run_from_cli
 
-        backends, results = run_from_cli(args, cases, ledger)
+        backends, results = run_from_cli(args, cases, ledger, client)
     for spec, b in [] if args.scheduler else backends:
         results += run_backend(b, cases, ledger, jobs=args.jobs, repro_dir=args.repro_dir,
                                spec=spec, progress=not args.quiet,

@@ -118,11 +118,12 @@ class _Watch:
 
 def run_distributed(address: str, specs, cases: list, ledger, *, repro_dir=None,
                     case_timeout=None, retries: int = 2, connect_timeout: float = 10.0,
-                    worker_wait: float = 30.0, progress: bool = True) -> DistributedRun:
+                    worker_wait: float = 30.0, progress: bool = True,
+                    client=None) -> DistributedRun:
     """Run ``cases`` on backends ``specs`` (None: every backend a worker advertises) on the
-    cluster at ``address``."""
+    cluster at ``address`` (or through ``client``, from ``connect``, which is closed)."""
     dist = import_distributed()
-    client = connect(address, connect_timeout)
+    client = client or connect(address, connect_timeout)
     try:
         try:
             client.wait_for_workers(1, timeout=worker_wait)
@@ -230,7 +231,7 @@ def placement_summary(run: DistributedRun) -> list[str]:
             for addr, c in sorted(per.items())]
 
 
-def run_from_cli(args, cases: list, ledger) -> tuple[list, list]:
+def run_from_cli(args, cases: list, ledger, client=None) -> tuple[list, list]:
     """``rlx-ref conformance --scheduler``: ([(spec, backend)], result dicts) as a local run
     gives them; prints where the cases ran."""
     import sys
@@ -239,7 +240,7 @@ def run_from_cli(args, cases: list, ledger) -> tuple[list, list]:
     run = run_distributed(args.scheduler, specs, cases, ledger, repro_dir=args.repro_dir,
                           case_timeout=args.case_timeout, retries=args.retries,
                           connect_timeout=args.connect_timeout, worker_wait=args.worker_wait,
-                          progress=not args.quiet)
+                          progress=not args.quiet, client=client)
     if not args.quiet:
         for line in placement_summary(run):
             print(line, file=sys.stderr)
