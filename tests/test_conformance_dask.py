@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from rlx_ref.backends.registry import get_backend  # noqa: E402
 from rlx_ref.conformance import dask_worker  # noqa: E402
 from rlx_ref.conformance.cases import build_cases, filter_cases  # noqa: E402
 from rlx_ref.conformance.distributed import (  # noqa: E402
-    DistributedError, import_distributed, run_distributed)
+    Described, DistributedError, _outcome, _Watch, import_distributed, run_distributed)
 from rlx_ref.conformance.ledger import load_ledger  # noqa: E402
 from rlx_ref.conformance.runner import (  # noqa: E402
     results_document, run_backend, shard_cases, write_results)
@@ -57,15 +58,15 @@ class ExitOnce(WorkerPlugin):
 
 @pytest.fixture(scope="module")
 def cluster():
-    """Two LocalCluster workers that advertise only the oracle, plus an `rlx-ref worker`
-    that advertises only numba-cpu; yields (client, scheduler address, numba worker address)."""
+    """Two LocalCluster workers that advertise the oracle and broken-faults (which aborts on
+    Tile), plus an `rlx-ref worker` that advertises only numba-cpu; yields (client, scheduler address, numba worker address)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
     # Not daemonic, so each case runs in its own child process as in a local run (also
     # for the worker its nanny restarts, hence the setting stays for the module).
     with dask.config.set({"distributed.worker.daemon": False}), LocalCluster(
             n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0",
-            resources=dask_worker.worker_resources(["reference"])) as lc:
+            resources=dask_worker.worker_resources(["reference", "broken-faults"])) as lc:
         proc = subprocess.Popen(
             [sys.executable, "-m", "rlx_ref.cli", "worker", "--scheduler",
              lc.scheduler_address, "--backend", "numba-cpu", "--name", NUMBA_WORKER],
@@ -81,9 +82,12 @@ def cluster():
             proc.wait(timeout=60)
 
 
+_built = functools.lru_cache(maxsize=None)(build_cases)       # every case, built once
+
+
 @functools.lru_cache(maxsize=None)
 def _all_cases() -> tuple:
-    return tuple(filter_cases(build_cases(), OP, None, None, None))
+    return tuple(filter_cases(_built(), OP, None, None, None))
 
 
 def _cases() -> list:
@@ -170,7 +174,52 @@ def test_no_worker_for_a_backend_is_a_clear_error(cluster):
                         load_ledger(None), progress=False)
     msg = str(e.value)
     assert "opencl" in msg and "backend-opencl" in msg
-    assert "numba-cpu, reference" in msg and numba in msg
+    assert "broken-faults, numba-cpu, reference" in msg and numba in msg
+
+
+def test_a_crashing_case_is_a_crash_result_and_the_dask_worker_lives(cluster, tmp_path):
+    client, address, _ = cluster
+    picked = filter_cases(_built(), "Tile,Transpose", ["f32"], None)
+    cases = [c for c in picked if c.op == "Tile"][:2] + [c for c in picked
+                                                         if c.op == "Transpose"][:1]
+    before = set(client.scheduler_info(n_workers=-1)["workers"])
+    run = run_distributed(address, ["broken-faults"], cases, load_ledger(None),
+                          repro_dir=str(tmp_path), progress=False)
+    assert [r["status"] for r in run.results] == ["crash", "crash", "ok"]
+    assert all("killed by SIGABRT" in r["message"] for r in run.results[:2])
+    assert set(client.scheduler_info(n_workers=-1)["workers"]) == before
+    assert set(run.placement.values()) <= before
+
+
+class _Workers:
+    """A stand-in client whose only worker advertises the oracle."""
+
+    def scheduler_info(self, n_workers=-1):
+        return {"workers": {"tcp://w:1": {"resources": {"backend-reference": 1, "GPU": 1}}}}
+
+
+def test_a_backend_whose_workers_left_fails_the_run_instead_of_hanging():
+    watch = _Watch(_Workers(), "tcp://s:1", grace=0.0)
+    watch.check({"reference"})
+    watch.check({"numba-cpu"})              # the first miss starts the grace period
+    with pytest.raises(DistributedError, match=r"left mid-run.*numba-cpu.*tcp://w:1 "
+                                               r"\(reference\)"):
+        time.sleep(0.01)
+        watch.check({"numba-cpu"})
+
+
+def test_a_task_that_failed_for_good_gives_its_cases_crash_results(tmp_path):
+    from types import SimpleNamespace
+
+    from distributed.scheduler import KilledWorker
+
+    backend = Described("numba-cpu", {"emulated": False})
+    err = KilledWorker("run_cases-1", SimpleNamespace(address="tcp://w:1"), 3)
+    rows, where = _outcome(err, "numba-cpu", backend, _cases()[:2], load_ledger(None),
+                           str(tmp_path))
+    assert where == "" and [r["status"] for r in rows] == ["crash", "crash"]
+    assert [r["case_id"] for r in rows] == [c.id for c in _cases()[:2]]
+    assert all("KilledWorker" in r["message"] and r["repro"] for r in rows)
 
 
 def test_unreachable_scheduler_names_the_address(capsys):
