@@ -245,7 +245,7 @@ def test_worker_resources_and_command(capsys):
     assert top_cli.main(["worker", "--scheduler", "tcp://h:8786", "--backend", "reference",
                          "--print"]) == 0
     line = capsys.readouterr().out
-    assert "distributed.cli.dask_worker tcp://h:8786" in line
+    assert line.startswith("DASK_DISTRIBUTED__WORKER__DAEMON=False dask worker tcp://h:8786 ")
     assert "--resources backend-reference=1" in line
 
 

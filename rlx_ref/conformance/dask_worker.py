@@ -16,9 +16,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import multiprocessing as mp
-import os
 import pickle
-import shutil
 import sys
 import threading
 
@@ -137,13 +135,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.set_defaults(fn=run_worker)
 
 
-def worker_command(scheduler: str, resources: dict, nthreads: int = 1,
-                   name: str | None = None) -> list[str]:
-    """The ``dask worker`` command line of a worker that advertises ``resources``."""
+def worker_arguments(scheduler: str, resources: dict, nthreads: int = 1,
+                     name: str | None = None) -> list[str]:
+    """The ``dask worker`` arguments of a worker that advertises ``resources``."""
     res = " ".join(f"{k}={v}" for k, v in sorted(resources.items()))
-    cmd = [sys.executable, "-m", "distributed.cli.dask_worker", scheduler,
-           "--nthreads", str(nthreads), "--nworkers", "1", "--resources", res]
-    return cmd + (["--name", name] if name else [])
+    args = [scheduler, "--nthreads", str(nthreads), "--nworkers", "1", "--resources", res]
+    return args + (["--name", name] if name else [])
+
+
+def recipe(args: list[str]) -> str:
+    """The same worker as a shell command of plain Dask (not daemonic: see the module doc)."""
+    quoted = [f"'{a}'" if " " in a else a for a in args]
+    return "DASK_DISTRIBUTED__WORKER__DAEMON=False dask worker " + " ".join(quoted)
 
 
 def run_worker(args) -> int:
@@ -159,13 +162,20 @@ def run_worker(args) -> int:
     if not resources:
         print("no backend is usable here: nothing to advertise", file=sys.stderr)
         return 2
-    cmd = worker_command(args.scheduler, resources, args.nthreads, args.name)
+    argv = worker_arguments(args.scheduler, resources, args.nthreads, args.name)
     if args.print:
-        print(" ".join(cmd[:3] + [repr(a) if " " in a else a for a in cmd[3:]]))
+        print(recipe(argv))
         return 0
     print(f"advertising {', '.join(sorted(resources))} to {args.scheduler}", file=sys.stderr,
           flush=True)
-    # Not daemonic, so each case may run in its own child process (see the module doc).
-    env = dict(os.environ, DASK_DISTRIBUTED__WORKER__DAEMON="False")
-    os.execve(shutil.which(cmd[0]) or cmd[0], cmd, env)
-    return 0                                # not reached: the process became the worker
+    import dask
+    from distributed.cli import dask_worker
+
+    # Not daemonic, so each case may run in its own child process (see the module doc); the
+    # nanny hands this setting on to the worker process it starts (and restarts).
+    dask.config.set({"distributed.worker.daemon": False})
+    try:
+        dask_worker.main(args=argv, prog_name="rlx-ref worker", standalone_mode=False)
+    except KeyboardInterrupt:
+        pass
+    return 0
