@@ -104,13 +104,20 @@ def repros(tmp_path_factory):
     return tmp_path_factory.mktemp("repros")
 
 
+def _local_file(path, cases, repros, in_process: bool):
+    """The results file a local run writes (what `rlx-ref conformance --out` runs)."""
+    backends, ledger = [get_backend(b) for b in BACKENDS], load_ledger(None)
+    rows = [r for b in backends for r in run_backend(b, cases, ledger, repro_dir=str(repros),
+                                                     progress=False, in_process=in_process)]
+    write_results(results_document(backends, rows, "test"), path)
+    return path
+
+
 @pytest.fixture(scope="module")
 def local_file(tmp_path_factory, repros):
-    """A local run's results file (isolated workers, as `rlx-ref conformance` runs)."""
+    """A local run's results file, its cases in isolated worker processes (the default)."""
     out = tmp_path_factory.mktemp("local") / "local.json.gz"
-    assert top_cli.main(["conformance", *SELECT, "--out", str(out),
-                         "--repro-dir", str(repros)]) == 0
-    return out
+    return _local_file(out, _cases(), repros, in_process=False)
 
 
 @pytest.fixture(scope="module")
@@ -153,12 +160,8 @@ def test_backend_goes_only_to_workers_advertising_it(killed_run, cluster):
 
 def test_cli_shard_on_cluster_matches_local_shard(cluster, tmp_path):
     _, address, _ = cluster
-    repros, ledger = tmp_path / "repros", load_ledger(None)
-    cases = shard_cases(_cases(), "2/3")
-    backends = [get_backend(b) for b in BACKENDS]
-    rows = [r for b in backends for r in run_backend(b, cases, ledger, repro_dir=str(repros),
-                                                     progress=False, in_process=True)]
-    write_results(results_document(backends, rows, "test"), tmp_path / "local.json.gz")
+    repros, cases = tmp_path / "repros", shard_cases(_cases(), "2/3")
+    _local_file(tmp_path / "local.json.gz", cases, repros, in_process=True)
     assert top_cli.main(["conformance", *SELECT, "--shard", "2/3", "--scheduler", address,
                          "--repro-dir", str(repros),
                          "--out", str(tmp_path / "dask.json.gz")]) == 0
