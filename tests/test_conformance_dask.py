@@ -58,8 +58,9 @@ class ExitOnce(WorkerPlugin):
 
 @pytest.fixture(scope="module")
 def cluster():
-    """Two LocalCluster workers that advertise the oracle and broken-faults (which aborts on
-    Tile), plus an `rlx-ref worker` that advertises only numba-cpu; yields (client, scheduler address, numba worker address)."""
+    """(client, scheduler address, numba worker address) of a LocalCluster whose two workers
+    advertise the oracle and broken-faults (it aborts on Tile), plus an `rlx-ref worker`
+    that advertises only numba-cpu."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
     # Not daemonic, so each case runs in its own child process as in a local run (also

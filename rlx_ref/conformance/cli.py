@@ -169,6 +169,10 @@ def run(args) -> int:
     except variants.VariantError as e:
         print(str(e), file=sys.stderr)
         return 2
+    if args.power and args.scheduler:
+        print("--power runs here; it cannot be sent to a Dask cluster (--scheduler)",
+              file=sys.stderr)
+        return 2
     if args.power:
         return run_power_cli(args)
     if args.fault:
