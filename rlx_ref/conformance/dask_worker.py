@@ -21,7 +21,7 @@ import sys
 import threading
 
 RESOURCE_PREFIX = "backend-"
-_POOLS: dict = {}                 # (spec, thread, ledger digest, options) -> WorkerPool
+_POOLS: dict = {}                 # (spec, thread) -> (ledger digest and options, pool)
 _BACKENDS: dict = {}              # spec -> backend object, built once per worker process
 _LOCK = threading.Lock()
 
@@ -87,18 +87,22 @@ def describe_backend(spec: str) -> tuple:
 
 
 def _pool(spec: str, ledger, repro_dir, case_timeout):
-    """This thread's isolated case workers for ``spec``, started on first use."""
+    """This thread's isolated case workers for ``spec``, started on first use; a run with
+    another ledger or options replaces them (a long-lived worker keeps one pool each)."""
     from .workers import WorkerPool
 
-    digest = hashlib.sha256(pickle.dumps(ledger)).hexdigest()
-    key = (spec, threading.get_ident(), digest, repro_dir, case_timeout)
+    options = (hashlib.sha256(pickle.dumps(ledger)).hexdigest(), repro_dir, case_timeout)
+    key = (spec, threading.get_ident())
     with _LOCK:
-        pool = _POOLS.get(key)
-    if pool is None:
-        pool = WorkerPool(_backend(spec), spec, ledger, repro_dir=repro_dir,
-                          case_timeout=case_timeout)
-        with _LOCK:
-            _POOLS[key] = pool
+        held = _POOLS.get(key)
+    if held is not None and held[0] == options:
+        return held[1]
+    if held is not None:
+        held[1].close()
+    pool = WorkerPool(_backend(spec), spec, ledger, repro_dir=repro_dir,
+                      case_timeout=case_timeout)
+    with _LOCK:
+        _POOLS[key] = (options, pool)
     return pool
 
 
