@@ -78,8 +78,8 @@ def cluster():
                 workers = client.scheduler_info(n_workers=-1)["workers"]
                 (numba,) = [a for a, w in workers.items() if w["name"] == NUMBA_WORKER]
                 yield client, lc.scheduler_address, numba
-        finally:
-            proc.terminate()
+        finally:            # its worker process exits with the nanny (Dask watches for that)
+            proc.kill()
             proc.wait(timeout=60)
 
 
