@@ -284,6 +284,11 @@ def main(argv=None) -> int:
 
     add_arguments(s)
     s.set_defaults(fn=_conformance)
+    s = sub.add_parser("worker", help="serve conformance cases as a Dask worker that "
+                       "advertises the backends usable here")
+    from .conformance.dask_worker import add_arguments as add_worker_arguments
+
+    add_worker_arguments(s)
     s = sub.add_parser("coverage", help="render docs/op-coverage.md from results files",
                        add_help=False)
     s.set_defaults(fn=None)
