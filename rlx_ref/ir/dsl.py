@@ -16,7 +16,7 @@ import contextlib
 
 import numpy as np
 
-from .builder import BuildError, encode_literal, snake
+from .builder import BuildError, encode_literal, snake, with_usage
 from .dtype import DType
 from .graph import Graph
 from .shape import Shape
@@ -173,6 +173,22 @@ class Node:
     def __getattr__(self, name):
         return _method(self, name)
 
+    def __dir__(self):
+        """The methods ``__getattr__`` builds too (activations, pyrlx's, one per kind)."""
+        return sorted(set(object.__dir__(self)) | set(node_method_names()))
+
+
+def node_method_names() -> dict:
+    """Every method a DSL Node answers beyond its class's own: name -> what it builds."""
+    from ..ops.elementwise import ACTIVATIONS
+    from ..ops.opdef import all_opdefs
+    from .pyrlx_names import METHODS
+
+    out = {snake(d.kind): d.kind for d in all_opdefs()}
+    out.update({name: sig.kind for name, sig in METHODS.items()})
+    out.update({snake(k): "Activation" for k in ACTIVATIONS})
+    return out
+
 
 def _method(node: Node, name: str):
     """``x.relu()``, ``x.layer_norm(g, b, eps=...)``, ``x.narrow(0, 2, 5)``: any activation,
@@ -299,6 +315,12 @@ def _unwrap(v):
     if isinstance(v, (list, tuple)):
         return type(v)(_unwrap(x) for x in v)
     return v
+
+
+for _name, _fn in list(vars(Node).items()):
+    # x.softmax(dim=-1) names the parameters softmax takes instead of a bare TypeError
+    if not _name.startswith("_") and callable(_fn) and not isinstance(_fn, property):
+        setattr(Node, _name, with_usage(_fn))
 
 
 @contextlib.contextmanager
