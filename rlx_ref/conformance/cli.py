@@ -130,7 +130,7 @@ def _usable(name: str) -> tuple[bool, str]:
 
 def run(args) -> int:
     from .cases import build_cases, filter_cases
-    from .ledger import load_ledger
+    from .ledger import load_ledger, warn_name_mismatch
     from .runner import failing, results_document, run_backend, shard_cases, summarize
     from .runner import write_results
 
@@ -164,7 +164,7 @@ def run(args) -> int:
         from .workers import start_server
 
         start_server(sorted({type(b).__module__ for _, b in backends}))
-    cases = build_cases(seed=args.seed, tier=args.tier)
+    cases = build_cases(kinds=args.op, seed=args.seed, tier=args.tier)  # --op: only those
     dtypes = args.dtype.split(",") if args.dtype else None
     cases = shard_cases(filter_cases(cases, args.op, dtypes, args.case, args.tag), args.shard)
     if not cases:
@@ -177,6 +177,7 @@ def run(args) -> int:
     ledger = load_ledger(args.ledger)
     results = []
     for spec, b in backends:
+        warn_name_mismatch(ledger, spec, b.name)
         results += run_backend(b, cases, ledger, jobs=args.jobs, repro_dir=args.repro_dir,
                                spec=spec, progress=not args.quiet,
                                in_process=args.in_process, case_timeout=args.case_timeout)
