@@ -199,21 +199,26 @@ def _docs(args) -> int:
     from ._atomic import write_text
     from ._readers import FileInputError, read_text
     from .docgen import render
+    from .dsl_docgen import render_dsl
 
     path = Path(args.out)
-    text = render()
+    pages = {path: render(), path.with_name("dsl.md"): render_dsl()}
     if args.check:
-        if not path.exists() or read_text(path, "the generated op reference") != text:
-            print(f"{path} is stale: run `rlx-ref docs`", file=sys.stderr)
+        stale = [p for p, text in pages.items()
+                 if not p.exists() or read_text(p, "a generated reference page") != text]
+        for p in stale:
+            print(f"{p} is stale: run `rlx-ref docs`", file=sys.stderr)
+        if stale:
             return 1
-        print(f"{path} is up to date")
+        print(f"{', '.join(map(str, pages))} up to date")
         return 0
     try:
-        write_text(path, text)
+        for p, text in pages.items():
+            write_text(p, text)
     except OSError as e:
         raise FileInputError(path, f"cannot write: {e.strerror or e}",
                              "a writable file path") from None
-    print(f"wrote {path}")
+    print(f"wrote {', '.join(map(str, pages))}")
     return 0
 
 
@@ -293,7 +298,7 @@ def main(argv=None) -> int:
     from .env_catalog import add_arguments as add_env_arguments
 
     add_env_arguments(s)
-    s = sub.add_parser("docs", help="regenerate docs/ops.md from the registry")
+    s = sub.add_parser("docs", help="regenerate docs/ops.md and docs/dsl.md from the registry")
     s.add_argument("--out", default="docs/ops.md")
     s.add_argument("--check", action="store_true", help="fail if the file is stale")
     s.set_defaults(fn=_docs)
