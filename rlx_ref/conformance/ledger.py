@@ -111,8 +111,11 @@ def _payload_matches(op: str, want: dict, graph) -> bool:
 
 
 def _same(have, want) -> bool:
+    """A field equals the entry's value; a list against a name is "any of" (op = [...])."""
     if isinstance(have, tuple) and isinstance(want, list):
         return list(have) == want
+    if isinstance(have, str) and isinstance(want, list):
+        return have in want
     return have == want or str(have) == str(want)
 
 
