@@ -65,12 +65,20 @@ def _first_line(fn) -> str:
     return " ".join(doc.split("\n\n")[0].split())
 
 
+# what the __slots__ attributes hold (slots carry no docstring)
+_SLOTS = {"id": "the node's id in its graph (`int(x)` gives it too)",
+          "builder": "the `GraphBuilder` the node belongs to",
+          "graph": "the `rlx_ref.Graph` being built"}
+
+
 def _class_methods(cls) -> list[str]:
     rows = []
     for name, fn in sorted(vars(cls).items()):
         if name.startswith("_"):
             continue
-        if isinstance(fn, property):
+        if inspect.ismemberdescriptor(fn):
+            rows.append(f"- `{name}` (attribute): {_SLOTS.get(name, '')}".rstrip(": "))
+        elif isinstance(fn, property):
             rows.append(f"- `{name}` (property): {_first_line(fn.fget)}".rstrip(": "))
         elif callable(fn):
             rows.append(f"- `{name}{_signature(fn)}`: {_first_line(fn)}".rstrip(": "))
