@@ -1,4 +1,5 @@
-"""Every tutorial in docs/tutorials/ runs: its code blocks in order, its shown output checked.
+"""Every tutorial in docs/tutorials/ (and the reference pages with examples) runs: its code
+blocks in order, its shown output checked.
 
 A ```python block runs in one namespace per file; a ```sh block runs in bash with
 ``rlx-ref`` meaning ``python -m rlx_ref.cli`` (both from the repository root). A ```text
@@ -26,7 +27,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-TUTORIALS = sorted((ROOT / "docs/tutorials").glob("*.md"))
+TUTORIALS = sorted(p for p in (ROOT / "docs/tutorials").glob("*.md") if p.stem != "index")
+# reference pages whose examples run the same way
+PAGES = TUTORIALS + [ROOT / "docs/compile.md", ROOT / "docs/backend-contract.md"]
 _FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
 _MARK = re.compile(r"<!--\s*tutorial:\s*([\w-]+)\s*([^\s>]*)\s*-->\s*$")
 
@@ -99,7 +102,7 @@ def run_block(block: Block, ns: dict) -> str:
     return ""
 
 
-@pytest.mark.parametrize("page", TUTORIALS, ids=[p.stem for p in TUTORIALS])
+@pytest.mark.parametrize("page", PAGES, ids=[p.stem for p in PAGES])
 def test_tutorial_runs(page, monkeypatch):
     monkeypatch.chdir(ROOT)
     monkeypatch.syspath_prepend(str(ROOT))
