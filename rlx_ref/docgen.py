@@ -27,7 +27,8 @@ def _fields(d) -> list[str]:
     for f in dataclasses.fields(d.attrs):
         codec = f.metadata["codec"]
         default = "" if f.default is dataclasses.MISSING else f" (default `{f.default!r}`)"
-        rows.append(f"`{f.name}`: {codec.describe()}{default} {f.metadata.get('doc', '')}"
+        # the type in a code span: "[usize] [kH, kW]" would read as a Markdown link
+        rows.append(f"`{f.name}`: `{codec.describe()}`{default} {f.metadata.get('doc', '')}"
                     .rstrip())
     return rows
 
