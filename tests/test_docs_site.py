@@ -22,7 +22,7 @@ from urllib.parse import urldefrag, urljoin, urlparse
 
 import pytest
 
-from rlx_ref import env_registry
+from rlx_ref.env_registry import flag
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
@@ -34,18 +34,18 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 KNOWN_TOFU = {"op-coverage/": "✅", "op-coverage.html": "✅"}
 
 
-def _need(modules, flag: str) -> None:
+def _need(modules, required: bool, name: str) -> None:
     missing = [m for m in modules if importlib.util.find_spec(m) is None]
     if missing:
-        if env_registry.get(flag):
-            pytest.fail(f"{flag}=1 but {', '.join(missing)} cannot be imported")
+        if required:
+            pytest.fail(f"{name}=1 but {', '.join(missing)} cannot be imported")
         pytest.skip(f"needs {', '.join(missing)} (the docs extra)")
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
     _need(["mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python"],
-          "RLX_REF_REQUIRE_DOCS")
+          flag("RLX_REF_REQUIRE_DOCS"), "RLX_REF_REQUIRE_DOCS")
     out = tmp_path_factory.mktemp("site")
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1",
                PYTHONPATH=os.pathsep.join(p for p in (str(ROOT),
@@ -84,9 +84,10 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def browser():
-    _need(["playwright"], "RLX_REF_REQUIRE_BROWSER")
+    required = flag("RLX_REF_REQUIRE_BROWSER")
+    _need(["playwright"], required, "RLX_REF_REQUIRE_BROWSER")
     if not os.access(CHROMIUM, os.X_OK):
-        if env_registry.get("RLX_REF_REQUIRE_BROWSER"):
+        if required:
             pytest.fail(f"RLX_REF_REQUIRE_BROWSER=1 but {CHROMIUM} is missing")
         pytest.skip(f"needs {CHROMIUM} (Debian's chromium package)")
     from playwright.sync_api import sync_playwright
