@@ -18,9 +18,12 @@ the signal, or ``timeout``) with a repro, and the next test gets a fresh worker.
 """
 from __future__ import annotations
 
+import os
+
 import pytest
 
 _CACHE: dict = {}
+SUITE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "suite.py")
 
 
 def pytest_addoption(parser):
@@ -44,23 +47,17 @@ def pytest_configure(config):
     """Collect the shipped test module besides the paths given (loaded with ``-p`` only)."""
     if config.pluginmanager.get_plugin("rlx_ref.conformance.pytest_plugin") is None:
         return          # imported by a conftest: that project writes its own test
-    import os
-
-    suite = os.path.join(os.path.dirname(os.path.abspath(__file__)), "suite.py")
-    if suite not in config.args:
-        config.args.append(suite)
+    if SUITE not in config.args:
+        config.args.append(SUITE)
 
 
 def pytest_collection_modifyitems(session, config, items):
     """Drop the shipped test when another test already takes ``conformance_case``."""
-    import os
-
-    suite = os.path.join(os.path.dirname(os.path.abspath(__file__)), "suite.py")
-    mine = [i for i in items if str(getattr(i, "path", "")) == suite]
-    theirs = [i for i in items if i not in mine and
-              "conformance_case" in getattr(i, "fixturenames", ())]
-    if mine and theirs:
-        items[:] = [i for i in items if i not in mine]
+    mine = [str(getattr(i, "path", "")) == SUITE for i in items]
+    theirs = any(not m and "conformance_case" in getattr(i, "fixturenames", ())
+                 for i, m in zip(items, mine))
+    if theirs and any(mine):
+        items[:] = [i for i, m in zip(items, mine) if not m]
 
 
 def _cases(config):
