@@ -146,7 +146,7 @@ def _usable(name: str) -> tuple[bool, str]:
 
 def run(args) -> int:
     from .cases import build_cases, filter_cases
-    from .ledger import load_ledger
+    from .ledger import load_ledger, warn_name_mismatch
     from .runner import failing, results_document, run_backend, shard_cases, summarize
     from .runner import write_results
 
@@ -197,7 +197,7 @@ def run(args) -> int:
 
         start_server(sorted({type(b).__module__ for _, b in backends}))
     try:
-        cases = build_cases(seed=args.seed, tier=args.tier)
+        cases = build_cases(kinds=args.op, seed=args.seed, tier=args.tier)  # --op: only those
         dtypes = args.dtype.split(",") if args.dtype else None
         cases = shard_cases(filter_cases(cases, args.op, dtypes, args.case, args.tag),
                             args.shard)
@@ -221,6 +221,7 @@ def run(args) -> int:
 
         backends, results = run_from_cli(args, cases, ledger, client)
     for spec, b in [] if args.scheduler else backends:
+        warn_name_mismatch(ledger, spec, b.name)
         results += run_backend(b, cases, ledger, jobs=args.jobs, repro_dir=args.repro_dir,
                                spec=spec, progress=not args.quiet,
                                in_process=args.in_process, case_timeout=args.case_timeout)

@@ -37,7 +37,9 @@ sys.exit(rerun(Path(__file__).resolve().parent))
 
 
 def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.:+-]", "_", name)
+    """A folder name: no colon (``opencl:0:1``, ``pkg.mod:Backend``), which Windows and
+    Python's import path reject; the full spec stays in meta.json."""
+    return re.sub(r"[^A-Za-z0-9_.+-]", "_", name)
 
 
 # the scalar fields of a case's own contract (generated cases set only these)
