@@ -17,6 +17,14 @@ from rlx_ref.models import llama_gguf as E
 SCHEMES = ("Q8_0", "Q4_0", "Q4_K")
 
 
+def build_graphs(seq: int = 8) -> dict:
+    """The f32 decoder graph this example builds, name -> (graph, params), with a small
+    config and seeded weights (the GGUF runs pack the same graph's linears)."""
+    cfg = L.LlamaConfig(vocab=32, dim=32, layers=1, heads=2, kv_heads=1, ffn=64)
+    graph = L.build_graph(cfg, seq)
+    return {"llama": (graph, L.graph_params(cfg, L.random_weights(cfg, 0)))}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--devices", default="reference,numba-cpu,opencl")

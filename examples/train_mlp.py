@@ -10,6 +10,16 @@ from rlx_ref.training import Adam, fit, loss_lines
 from rlx_ref.training.models import mlp_classifier, spirals
 
 
+def build_graphs(batch: int = 8) -> dict:
+    """The graphs this example builds, name -> (graph, params): the model's loss and one
+    Adam training step (which also reads the optimizer state, zeros at the start)."""
+    from rlx_ref.training import train_step
+
+    graph, params = mlp_classifier(batch=batch)
+    return {"mlp_classifier": (graph, params),
+            "train_step": (train_step(graph, list(params), Adam(lr=0.02)), None)}
+
+
 def main(argv=None) -> list:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="numba-cpu")

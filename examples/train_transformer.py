@@ -11,6 +11,16 @@ from rlx_ref.training import SGD, Adam, fit, loss_lines
 from rlx_ref.training.models import counting_corpus, transformer_lm
 
 
+def build_graphs(batch: int = 2, seq: int = 8, vocab: int = 16) -> dict:
+    """The graphs this example builds, name -> (graph, params): the language model's loss
+    and one SGD-with-momentum training step (its state starts at zeros)."""
+    from rlx_ref.training import train_step
+
+    graph, params = transformer_lm(batch=batch, seq=seq, vocab=vocab)
+    return {"transformer_lm": (graph, params),
+            "train_step": (train_step(graph, list(params), SGD(lr=0.1, momentum=0.9)), None)}
+
+
 def main(argv=None) -> list:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="numba-cpu")

@@ -6,8 +6,9 @@ Public API: the IR (``DType``, ``Shape``, ``Dyn``, ``Graph``, ``Op``), the DSL
 fallback (``parse_device``, ``DevicePolicy``, ``GraphDevices``, ...) and the op registry
 (``opdef``, ``opdefs``, ``register_custom``) and the transforms (``grad``,
 ``grad_with_loss``, ``jvp``, ``hvp``, ``vmap``, ``gradcheck``; more in ``rlx_ref.autodiff``;
-DSL: ``g.grad(loss, wrt=[...])``), pictures (``draw``, ``draw_svg``: Graphviz, loaded on
-first use) and PyTorch import (``from_torch``, loaded on first use).
+DSL: ``g.grad(loss, wrt=[...])``), pictures (``draw``, ``draw_svg``: Graphviz), the
+explainers (``trace``, ``diff``; more in ``rlx_ref.explain``) and PyTorch import
+(``from_torch``), all loaded on first use.
 """
 from .ir.dtype import DType
 from .ir.shape import Dyn, Shape, ShapeError
@@ -35,13 +36,15 @@ from .quant import load_gguf, write_gguf
 
 install_registry_methods(Graph)
 
-# optional peers load on first use: graphviz (draw, draw_svg) and torch (from_torch)
-_LAZY = {"draw": "rlx_ref.draw", "draw_svg": "rlx_ref.draw",
-         "from_torch": "rlx_ref.torch_import"}
+_LAZY = {"draw": "rlx_ref.draw", "draw_svg": "rlx_ref.draw",   # optional peer: graphviz
+         "trace": "rlx_ref.explain", "diff": "rlx_ref.explain",   # pull in conformance
+         "from_torch": "rlx_ref.torch_import"}                     # optional peer: torch
 
 
 def __getattr__(name):
-    """``draw``, ``draw_svg`` and ``from_torch`` load on first use (optional peers)."""
+    """``draw`` and ``draw_svg`` (``graphviz`` is an optional peer), ``trace`` and ``diff``
+    (they read the conformance comparator) and ``from_torch`` (``torch`` is an optional
+    peer) load on first use."""
     if name in _LAZY:
         import importlib
 
@@ -62,6 +65,6 @@ __all__ = [
     "device_report", "resolve_device", "resolve_device_chain", "fastest_device_for",
     "DeviceFallbackError", "run_with_fallback", "GraphDevices", "DeviceRouter",
     "FlexibleSession", "backends_manifest", "ExecutableCapabilities", "CompileCache",
-    "BucketedCompileCache", "draw", "draw_svg", "from_torch",
+    "BucketedCompileCache", "draw", "draw_svg", "trace", "diff", "from_torch",
     "__version__",
 ]

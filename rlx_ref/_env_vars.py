@@ -65,6 +65,12 @@ VARS = (
     V("RLX_REF_REQUIRE_CORE", "tooling", "flag",
       "the test suite fails when the compiled Cython core is missing (set by CI)",
       stability="internal"),
+    V("RLX_REF_REQUIRE_DOCS", "tooling", "flag",
+      "tests/test_docs_site.py fails, not skips, when mkdocs and its plugins are missing",
+      stability="internal"),
+    V("RLX_REF_REQUIRE_BROWSER", "tooling", "flag",
+      "the browser checks (the docs site, the coverage page) fail, not skip, without "
+      "playwright and /usr/bin/chromium (set by CI)", stability="internal"),
     V("RLX_REF_FUZZ_EXAMPLES", "tooling", "int",
       "examples per property in the text-form fuzz tests", default=500, stability="internal"),
     # other libraries' variables rlx_ref reads (they own the meaning)

@@ -199,27 +199,31 @@ def _docs(args) -> int:
     from ._atomic import write_text
     from ._readers import FileInputError, read_text
     from .docgen import render, render_images
-    from .draw import pages
+    from .draw import pages as pictures
+    from .dsl_docgen import render_dsl
 
     path = Path(args.out)
-    text, images = render(), render_images()
+    pages = {path: render(), path.with_name("dsl.md"): render_dsl()}
+    images = render_images()
     if args.check:
-        problems = pages.stale(path.parent, images)
-        if not path.exists() or read_text(path, "the generated op reference") != text:
-            problems.insert(0, f"{path} is stale")
+        problems = [f"{p} is stale" for p, text in pages.items()
+                    if not p.exists() or read_text(p, "a generated reference page") != text]
+        problems += pictures.stale(path.parent, images)
         for p in problems:
             print(f"{p}: run `rlx-ref docs`", file=sys.stderr)
         if problems:
             return 1
-        print(f"{path} and its {len(images)} pictures are up to date")
+        print(f"{', '.join(map(str, pages))} and {len(images)} pictures are up to date")
         return 0
     try:
-        write_text(path, text)
-        written = pages.write(path.parent, images)
+        for p, text in pages.items():
+            write_text(p, text)
+        written = pictures.write(path.parent, images)
     except OSError as e:
         raise FileInputError(e.filename or path, f"cannot write: {e.strerror or e}",
                              "a writable file path") from None
-    print(f"wrote {path} ({len(written)} of its {len(images)} pictures changed)")
+    print(f"wrote {', '.join(map(str, pages))} ({len(written)} of {len(images)} pictures "
+          "changed)")
     return 0
 
 
@@ -284,6 +288,11 @@ def main(argv=None) -> int:
 
     add_arguments(s)
     s.set_defaults(fn=_conformance)
+    s = sub.add_parser("worker", help="serve conformance cases as a Dask worker that "
+                       "advertises the backends usable here")
+    from .conformance.dask_worker import add_arguments as add_worker_arguments
+
+    add_worker_arguments(s)
     s = sub.add_parser("coverage", help="render docs/op-coverage.md from results files",
                        add_help=False)
     s.set_defaults(fn=None)
@@ -303,8 +312,14 @@ def main(argv=None) -> int:
     from .draw.cli import add_arguments as add_draw_arguments
 
     add_draw_arguments(s)
-    s = sub.add_parser("docs", help="regenerate docs/ops.md (and its pictures under "
-                       "docs/img/ops/) from the registry")
+    from .explain.cli import add_diff_arguments, add_explain_arguments
+
+    add_explain_arguments(sub.add_parser("explain", help="trace a graph on the oracle, node "
+                                         "by node (a table; --html for a page)"))
+    add_diff_arguments(sub.add_parser("diff", help="find the first node where a backend "
+                                      "departs from the oracle"))
+    s = sub.add_parser("docs", help="regenerate docs/ops.md, docs/dsl.md and the pictures "
+                       "under docs/img/ops/ from the registry")
     s.add_argument("--out", default="docs/ops.md")
     s.add_argument("--check", action="store_true",
                    help="fail if ops.md or one of its pictures is stale")

@@ -117,9 +117,9 @@ def test_report_counts_error_cases_per_kind_and_backend(tmp_path):
     merged = report.load_results([path])
     rep = report.render_json(merged)
     cells = {r["name"]: {k: v["text"] for k, v in r["cells"].items()} for r in rep["errors"]}
-    assert cells == {"Gather": {"reference": "✅ 5/5 (100%)", "broken": "⚠️ 0/5 (0%)"},
+    assert cells == {"Gather": {"reference": "✅ 5/5 (100%)", "broken": "❌ 0/5 (0%)"},
                      "ScatterAdd": {"reference": "✅ 5/5 (100%)", "broken": "✅ 5/5 (100%)"}}
     md = report.render_markdown(merged)
-    assert "## Error cases" in md and "| `Gather` | ✅ 5/5 (100%) | ⚠️ 0/5 (0%) |" in md
+    assert "## Error cases" in md and "| `Gather` | ✅ 5/5 (100%) | ❌ 0/5 (0%) |" in md
     assert ">Error cases</h2>" in report.render_html(merged)
     assert json.loads(json.dumps(rep))["errors"] == rep["errors"]

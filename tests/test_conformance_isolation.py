@@ -115,8 +115,8 @@ def test_cli_finishes_and_reports_crash_and_timeout(tmp_path, jobs):
     rep = report.render_json(report.load_results([out]))
     ops = {op["kind"]: op["cells"]["broken-faults"]["text"]
            for cat in rep["categories"] for op in cat["ops"]}
-    assert ops["Tile"] == f"⚠️ 0/{N_TILE} ({N_TILE} crash)"
-    assert ops["Expand"] == f"⚠️ 0/{N_EXPAND} ({N_EXPAND} timeout)"
+    assert ops["Tile"] == f"❌ 0/{N_TILE} ({N_TILE} crash)"
+    assert ops["Expand"] == f"❌ 0/{N_EXPAND} ({N_EXPAND} timeout)"
     assert {f["status"] for f in rep["failures"]} == {"crash", "timeout"}
     assert rep["glance"][0]["failing"] == N_TILE + N_EXPAND
 

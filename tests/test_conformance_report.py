@@ -74,7 +74,7 @@ def test_same_case_twice_keeps_the_worse_status_and_both_machines(tmp_path):
     assert md_ab == report.render_markdown(report.load_results([b, a]), REGISTRY)
     assert "alpha (ok), beta (MISMATCH)" in md_ab
     assert cells(report.render_json(report.load_results([a, b]), REGISTRY))["MatMul"]["ref"][
-        "text"] == "⚠️ 0/1 (1 MISMATCH)"
+        "text"] == "❌ 0/1 (1 MISMATCH)"
 
 
 def test_failing_beats_passing_whatever_the_statuses():
@@ -148,23 +148,45 @@ def test_a_failure_shows_even_where_nothing_is_claimed(tmp_path):
     merged = report.load_results([write(tmp_path, "a.json", [res("g-1", "Gather", "error")],
                                         backends={"ref": backend({})})])
     c = cells(report.render_json(merged, REGISTRY))["Gather"]["ref"]
-    assert c["text"] == "⚠️ 0/1 (1 error)" and not c["claimed"]
+    assert c["text"] == "❌ 0/1 (1 error)" and not c["claimed"]
 
 
-def test_categories_follow_rlx_and_unknown_families_go_last():
+def test_rows_are_rlx_kinds_in_rlx_order_and_our_extra_kinds_go_last():
     rep = report.render_json(report.Merged(), REGISTRY)
     by_title = {c["title"]: [op["kind"] for op in c["ops"]] for c in rep["categories"]}
-    assert by_title["Sources & leaves"] == ["Input"]
-    assert by_title["Shape & data movement"] == ["Gather", "Pad"]
-    assert by_title["Control flow"] == ["Scan"]
-    assert by_title["Custom"] == ["CustomFn"]
-    assert [c["title"] for c in rep["categories"]][-1] == "Other"
+    assert by_title["Sources & leaves"] == ["Input", "Param", "Constant"]
+    assert by_title["Shape & data movement"].index("Gather") < \
+        by_title["Shape & data movement"].index("Pad")        # RLX's page order
+    assert "CustomFn" in by_title["User-extensible"]
+    assert [c["title"] for c in rep["categories"]][-1] == report.RLX_ONLY_TITLE
+    assert by_title[report.RLX_ONLY_TITLE] == ["Odd"]
+    assert rep["rlx_only_kinds"] == ["Odd"]
+    rows = {op["kind"]: op for c in rep["categories"] for op in c["ops"]}
+    assert rows["Input"]["registered"] and not rows["Param"]["registered"]
+    assert "Param" in rep["missing_kinds"] and "Input" not in rep["missing_kinds"]
+    assert rep["rows"] == rep["rlx_kinds"] + 1 == len(rows)
 
 
-def test_every_registered_family_has_an_rlx_category():
+def test_a_kind_we_lack_is_a_row_of_blank_cells(tmp_path):
+    merged = report.load_results([write(tmp_path, "a.json", every_kind())])
+    rep = report.render_json(merged, REGISTRY)
+    param = cells(rep)["Param"]["ref"]
+    assert param["state"] == "absent" and param["text"] == ""
+    md = report.render_markdown(merged, REGISTRY)
+    assert "| `Param` | *(not in rlx_ref's registry yet)* |  |" in md
+    assert f"| **ref** | **{len(KINDS)}** | {rep['rows']} |" in md      # "of N" is the rows
+
+
+def test_the_rows_cover_rlx_enum_and_every_registered_kind_once():
     rep = report.render_json(report.Merged())        # the real registry
-    assert "Other" not in [c["title"] for c in rep["categories"]]
-    assert sum(len(c["ops"]) for c in rep["categories"]) == rep["registry_kinds"]
+    kinds = [op["kind"] for c in rep["categories"] for op in c["ops"]]
+    assert len(kinds) == len(set(kinds)) == rep["rows"]
+    assert rep["rlx_kinds"] == report.rlx_kinds().source["enum_kinds"]
+    from rlx_ref.ops.opdef import kinds as registered
+
+    assert set(registered()) <= set(kinds)
+    assert rep["rows"] == rep["rlx_kinds"] + len(rep["rlx_only_kinds"])
+    assert len(rep["categories"]) - bool(rep["rlx_only_kinds"]) == 20
 
 
 @pytest.mark.parametrize("doc, want", [
@@ -200,7 +222,7 @@ def test_multi_op_cases_table(tmp_path):
     merged = report.load_results([write(tmp_path, "a.json", results)])
     rep = report.render_json(merged, REGISTRY)
     assert [(m["name"], m["dtypes"], m["cells"]["ref"]["text"]) for m in rep["multi"]] == [
-        ("attention_block", ["f32"], "⚠️ 0/1 (1 MISMATCH)"), ("mlp", ["f16", "f32"], "✅")]
+        ("attention_block", ["f32"], "❌ 0/1 (1 MISMATCH)"), ("mlp", ["f16", "f32"], "✅")]
     assert rep["unknown_ops"] == []
     assert "| `mlp` | f16, f32 | ✅ |" in report.render_markdown(merged, REGISTRY)
 
@@ -265,9 +287,12 @@ def test_html_is_well_formed_and_self_contained(tmp_path):
     assert p.errors == [] and p.stack == []
     assert page.startswith("<!DOCTYPE html>")
     assert "http://" not in page and "https://" not in page
-    names = {t for t, _ in p.tags}
-    assert not names & {"script", "link", "img", "iframe"}
+    names = [t for t, _ in p.tags]
+    assert not set(names) & {"link", "img", "iframe"} and names.count("script") == 1
     assert not any("src" in a or "href" in a for _, a in p.tags)
+    # marks are drawn, not typed: no emoji or modifier letters for a font to lack
+    assert not set(page) & set("✅⚠❌ᵁᴰᴴ")
+    assert 'class="mk mk-pass"' in page and 'class="mk mk-fail"' in page
     for title in ("Coverage at a glance", "Sources &amp; leaves", "Pass rate by dtype",
                   "Pass rate by edge tag", "Multi-op cases", "Failures"):
         assert title in page
@@ -346,9 +371,9 @@ def test_leaves_need_no_cases_of_their_own(tmp_path):
 
 
 def test_pages_cap_the_failures_list_but_json_keeps_all(tmp_path, monkeypatch):
-    from rlx_ref.conformance import _report_html
+    from rlx_ref.conformance import _report_text
 
-    monkeypatch.setattr(_report_html, "PAGE_FAILURES", 2)
+    monkeypatch.setattr(_report_text, "PAGE_FAILURES", 2)
     results = [res(f"f-{i}", "MatMul", "MISMATCH") for i in range(5)]
     results += [res("g-1", "MatMul", "error", backend="gpu")]
     merged = report.load_results([write(tmp_path, "a.json", results)])

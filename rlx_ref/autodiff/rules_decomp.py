@@ -1,7 +1,5 @@
 """VJP rules of the factorizations, Sort and Fft: Cholesky, TriangularSolve, Det, LogDet,
-Eigh, EighBatch, Sort and Fft.
-
-(LogMel has none yet: its JVP would need a VJP of RLX's LogMelBackward.)
+Eigh, EighBatch, Sort, Fft and LogMel.
 
 The factorizations that read only one triangle of A (Cholesky, TriangularSolve, Eigh) get
 the derivative of the op as defined: entries outside the read triangle get 0, and the
@@ -137,3 +135,10 @@ def vjp_fft(ctx, dy):
     if k == 1.0:
         return [back]
     return [binary(g, "Mul", back, scalar(g, k, s.dtype))]
+
+
+@vjp_rule("LogMel")
+def vjp_log_mel(ctx, dy):
+    """RLX's LogMelBackward for the spectrum (it ignores the frame floor's dependence on the
+    loudest mel, as RLX does); the mel filters are constants (CONSTANT_OPERANDS)."""
+    return [ctx.g.op("LogMelBackward", (*ctx.x, dy)), None]

@@ -30,7 +30,8 @@ NON_DIFFERENTIABLE = frozenset({"Compare", "ArgMax", "ArgMin", "TopK", "StopGrad
 # operands RLX's backward kinds treat as constants: their rules refuse a gradient for them
 # by name, and the gradient checks do not differentiate them (index operands never are)
 CONSTANT_OPERANDS = {"Rope": ("cos", "sin"), "Attention": ("mask",),
-                     "DequantMatMul": ("scale", "zp"), "FakeQuantize": ("state",)}
+                     "DequantMatMul": ("scale", "zp"), "FakeQuantize": ("state",),
+                     "LogMel": ("filters",)}
 
 # kinds whose rule is a straight-through estimator (RLX's QAT rules), not their derivative:
 # finite differences cannot check them (tests/test_ops_fake_quant.py checks the formulas)

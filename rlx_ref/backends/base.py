@@ -5,6 +5,7 @@ kinds and dtypes it runs (RLX's ``SUPPORTED_OPS``), and compiles a graph into an
 ``Executable`` with ``set_param`` / ``run`` / ``run_flat`` / ``capabilities`` /
 ``kernel_sources``. A graph using an undeclared kind fails to compile with
 ``UnsupportedOp`` listing every offending node; nothing falls back silently.
+docs/backend-contract.md walks through the contract (leaves, node fields, run vs run_flat).
 """
 from __future__ import annotations
 

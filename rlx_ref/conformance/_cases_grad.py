@@ -16,7 +16,8 @@ from .rng import CounterRNG
 
 POSITIVE_DOMAIN = {"Log", "Sqrt", "Rsqrt", "Recip", "Pow"}   # ops whose inputs must be > 0
 AWAY_FROM_ZERO = {"Div", "Mod", "Atan2"}                      # ops with a pole or jump at 0
-POSITIVE_OPERANDS = ("running_var",)                     # operands that must be > 0
+# operands that must be > 0 (positive mel filters keep every mel off LogMel's frame floor)
+POSITIVE_OPERANDS = ("running_var", "filters")
 # kinds differentiable only at invertible matrices: their square operands are drawn
 # diagonally dominant; Cholesky's symmetric positive definite
 SOLVES = {"DenseSolve", "BatchedDenseSolve", "Det", "LogDet", "TriangularSolve"}

@@ -54,7 +54,7 @@ def unexercised_problems(rows: list) -> list:
 
 
 def variant_blocks(rows: list) -> list:
-    """The report section (blocks, see _report_html._blocks)."""
+    """The report section (blocks, see _report_blocks)."""
     out = [("h", 2, "Kernel variants"),
            ("p", "Each backend declares the kernel variants it can run and the size, shape "
                  "or device rule that selects each (`rlx-ref variants`); a variant is "
@@ -64,7 +64,8 @@ def variant_blocks(rows: list) -> list:
         return out + [("p", "No backend in these results declares kernel variants.")]
     out.append(("table", ["Backend", "Device types", "Exercised", "Applicable", "Declared"],
                 [[f"**{r['column']}**", ", ".join(r["device_types"]), str(r["exercised"]),
-                  str(r["applicable"]), str(r["declared"])] for r in rows], "llrrr", None))
+                  str(r["applicable"]), str(r["declared"])] for r in rows], "llrrr", None,
+                None))
     for r in rows:
         if r["unexercised"]:
             out.append(("p", f"Not exercised on **{r['column']}**: "

@@ -46,6 +46,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "caught (exit 1 when one is missed, known gaps aside); --backend limits the "
                    "faults to numba-cpu and/or opencl")
     p.add_argument("--fault", help="with --power: only these faults (NAME[,NAME...])")
+    add_cluster_arguments(p)
+
+
+def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("runs on a Dask cluster (the `dist` extra)")
+    g.add_argument("--scheduler", metavar="ADDR",
+                   help="send the cases to the dask.distributed scheduler at ADDR (e.g. "
+                   "tcp://HOST:8786); each case goes to a worker that advertises its backend "
+                   "(start workers with `rlx-ref worker --scheduler ADDR`)")
+    g.add_argument("--retries", type=int, default=2,
+                   help="with --scheduler: tries again per failed task (default 2)")
+    g.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="with --scheduler: how long to try reaching it (default 10)")
+    g.add_argument("--worker-wait", type=float, default=30.0, metavar="SECONDS",
+                   help="with --scheduler: how long to wait for a first worker, and for a "
+                   "backend whose workers all left mid-run (default 30)")
 
 
 def _backends(spec: str | None) -> list:
@@ -130,7 +146,7 @@ def _usable(name: str) -> tuple[bool, str]:
 
 def run(args) -> int:
     from .cases import build_cases, filter_cases
-    from .ledger import load_ledger
+    from .ledger import load_ledger, warn_name_mismatch
     from .runner import failing, results_document, run_backend, shard_cases, summarize
     from .runner import write_results
 
@@ -153,21 +169,45 @@ def run(args) -> int:
     except variants.VariantError as e:
         print(str(e), file=sys.stderr)
         return 2
+    if args.power and args.scheduler:
+        print("--power runs here; it cannot be sent to a Dask cluster (--scheduler)",
+              file=sys.stderr)
+        return 2
     if args.power:
         return run_power_cli(args)
     if args.fault:
         print("--fault needs --power", file=sys.stderr)
         return 2
+    if args.retries < 0:
+        print(f"--retries must be 0 or more, got {args.retries}", file=sys.stderr)
+        return 2
+    if args.scheduler and (args.in_process or args.jobs != 1):
+        print("--in-process and --jobs are for local runs; a run with --scheduler runs as "
+              "many cases at once as its workers have threads", file=sys.stderr)
+        return 2
     t0 = time.perf_counter()
-    backends = [] if args.list else _backends(args.backend)
+    backends = [] if args.list or args.scheduler else _backends(args.backend)
+    client = None
+    if args.scheduler and not args.list:        # an unreachable scheduler fails at once
+        from .distributed import connect
+
+        client = connect(args.scheduler, args.connect_timeout)
     if backends and not args.in_process:
         from .workers import start_server
 
         start_server(sorted({type(b).__module__ for _, b in backends}))
-    cases = build_cases(seed=args.seed, tier=args.tier)
-    dtypes = args.dtype.split(",") if args.dtype else None
-    cases = shard_cases(filter_cases(cases, args.op, dtypes, args.case, args.tag), args.shard)
+    try:
+        cases = build_cases(kinds=args.op, seed=args.seed, tier=args.tier)  # --op: only those
+        dtypes = args.dtype.split(",") if args.dtype else None
+        cases = shard_cases(filter_cases(cases, args.op, dtypes, args.case, args.tag),
+                            args.shard)
+    except BaseException:
+        if client is not None:
+            client.close()
+        raise
     if not cases:
+        if client is not None:
+            client.close()
         print("no cases match the selection", file=sys.stderr)
         return 2
     if args.list:
@@ -176,7 +216,12 @@ def run(args) -> int:
         return 0
     ledger = load_ledger(args.ledger)
     results = []
-    for spec, b in backends:
+    if args.scheduler:
+        from .distributed import run_from_cli
+
+        backends, results = run_from_cli(args, cases, ledger, client)
+    for spec, b in [] if args.scheduler else backends:
+        warn_name_mismatch(ledger, spec, b.name)
         results += run_backend(b, cases, ledger, jobs=args.jobs, repro_dir=args.repro_dir,
                                spec=spec, progress=not args.quiet,
                                in_process=args.in_process, case_timeout=args.case_timeout)

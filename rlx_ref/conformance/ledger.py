@@ -12,7 +12,7 @@ from .._readers import read_text
 
 DEFAULT_PATH = Path(__file__).with_name("expectations.toml")
 SECTIONS = ("unsupported", "xfail", "tolerance")
-_KEYS = {"backend", "op", "dtype", "case", "tags", "reason"}
+_KEYS = {"backend", "op", "dtype", "case", "tags", "payload", "reason"}
 _EXTRA = {"unsupported": set(), "xfail": {"status", "error"},
           "tolerance": {"ulps", "c"}}
 _STATUSES = {"MISMATCH", "MISSING", "error", "crash", "timeout"}
@@ -20,6 +20,10 @@ _STATUSES = {"MISMATCH", "MISSING", "error", "crash", "timeout"}
 
 class LedgerError(ValueError):
     """The ledger file is malformed; the message names the file, line and key."""
+
+
+class LedgerWarning(UserWarning):
+    """Ledger entries that can never apply to the run at hand."""
 
 
 @dataclass
@@ -36,6 +40,7 @@ class Entry:
     override: dict = field(default_factory=dict)
     lines: tuple = (0, 0)
     path: str = ""
+    payload: dict = field(default_factory=dict)
 
     def matches(self, backend: str, case) -> bool:
         # a planted-fault backend (``opencl+fault:NAME``) answers to its real backend's
@@ -49,6 +54,8 @@ class Entry:
             return False
         if self.case is not None and self.case != case.id:
             return False
+        if self.payload and not _payload_matches(self.op, self.payload, case.graph):
+            return False
         return set(self.tags) <= set(case.tags)
 
     def where(self) -> str:
@@ -58,9 +65,58 @@ class Entry:
 
     def describe(self) -> str:
         keys = [f"backend={self.backend!r}", f"op={self.op!r}"]
-        keys += [f"{k}={getattr(self, k)!r}" for k in ("dtype", "case", "status")
+        keys += [f"{k}={getattr(self, k)!r}" for k in ("dtype", "case", "payload", "status")
                  if getattr(self, k)]
         return f"[[{self.section}]] " + " ".join(keys)
+
+
+def name_mismatch(ledger: "Ledger", spec: str, name: str) -> str | None:
+    """A warning when a backend selected as ``spec`` (an entry-point name, ``module:object``)
+    reports as another ``name`` while ledger entries are written under ``spec``.
+
+    Results and ledger matching use the backend's own ``name`` (the same whichever way it
+    was selected), so entries under the selection name would silently never apply.
+    """
+    sel = spec.partition("+fault:")[0]
+    real = name.partition("+fault:")[0]
+    stray = [e for e in ledger.entries if e.backend == sel and sel != real]
+    if not stray:
+        return None
+    shown = "; ".join(f"{e.describe()} ({e.where()})" for e in stray[:3])
+    more = f" and {len(stray) - 3} more" if len(stray) > 3 else ""
+    return (f"backend selected as {sel!r} reports as {real!r} (its `name`), so "
+            f"{len(stray)} ledger entr{'y' if len(stray) == 1 else 'ies'} under "
+            f"backend = {sel!r} never apply: {shown}{more}; write backend = {real!r}")
+
+
+def warn_name_mismatch(ledger: "Ledger", spec: str, name: str) -> None:
+    """``name_mismatch`` as a ``LedgerWarning`` (no-op when the names agree)."""
+    import warnings
+
+    msg = name_mismatch(ledger, spec, name)
+    if msg:
+        warnings.warn(msg, LedgerWarning, stacklevel=2)
+
+
+def _payload_matches(op: str, want: dict, graph) -> bool:
+    """Some node of a kind matching ``op`` has every field of ``want`` (``op = "Binary"``,
+    ``payload = {op = "Mod"}``: the Mod cases of the Binary kind)."""
+    for node in graph.nodes:
+        if not fnmatch.fnmatchcase(node.kind, op) or node.op.attrs is None:
+            continue
+        if all(hasattr(node.op.attrs, k) and _same(getattr(node.op.attrs, k), v)
+               for k, v in want.items()):
+            return True
+    return False
+
+
+def _same(have, want) -> bool:
+    """A field equals the entry's value; a list against a name is "any of" (op = [...])."""
+    if isinstance(have, tuple) and isinstance(want, list):
+        return list(have) == want
+    if isinstance(have, str) and isinstance(want, list):
+        return have in want
+    return have == want or str(have) == str(want)
 
 
 @dataclass
@@ -133,9 +189,29 @@ def _entry(sec: str, raw: dict, lines: tuple, path: str) -> Entry:
     status = raw.get("status")
     if sec == "xfail" and status not in _STATUSES:
         raise LedgerError(f"{where}: status must be one of {sorted(_STATUSES)}, got {status!r}")
+    payload = raw.get("payload", {})
+    if "payload" in raw and (not isinstance(payload, dict) or not payload):
+        raise LedgerError(f"{where}: 'payload' must be a non-empty table of payload fields, "
+                          "e.g. payload = { op = \"Mod\" }")
+    if payload:
+        _check_payload_fields(where, raw["op"], payload)
     override = {k: raw[k] for k in ("ulps", "c") if k in raw}
     if sec == "tolerance" and not override:
         raise LedgerError(f"{where}: a tolerance entry needs `ulps` or `c`")
     return Entry(sec, raw["backend"], raw["op"], raw["reason"], raw.get("dtype"),
                  raw.get("case"), tuple(raw.get("tags", ())), status, raw.get("error"),
-                 override, lines, path)
+                 override, lines, path, payload)
+
+
+def _check_payload_fields(where: str, op: str, payload: dict) -> None:
+    """A payload key the kind does not have can never match: say so while loading."""
+    import dataclasses
+
+    from ..ops.opdef import all_opdefs
+
+    kinds = [d for d in all_opdefs() if fnmatch.fnmatchcase(d.kind, op)]
+    names = {f.name for d in kinds if d.attrs for f in dataclasses.fields(d.attrs)}
+    bad = sorted(set(payload) - names)
+    if kinds and bad:
+        raise LedgerError(f"{where}: {op} has no payload field {bad[0]!r}; fields: "
+                          f"{', '.join(sorted(names)) or 'none'}")

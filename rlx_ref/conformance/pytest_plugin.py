@@ -4,9 +4,13 @@
     pytest -p rlx_ref.conformance.pytest_plugin --backend my_pkg:Backend ...
 
 Options: ``--backend`` (comma list or module:object), ``--conformance-op`` (kind or glob),
-``--conformance-dtype``, ``--conformance-ledger``, ``--repro-dir``, ``--case-timeout``,
-``--in-process``. Works with pytest-xdist (case ids are content hashes, so every worker
-collects the same tests).
+``--conformance-dtype``, ``--ledger`` (as in ``rlx-ref conformance``; ``--conformance-ledger``
+is its older alias), ``--repro-dir``, ``--case-timeout``, ``--in-process``. Works with
+pytest-xdist (case ids are content hashes, so every worker collects the same tests).
+
+Loaded with ``-p``, the plugin brings its own test (``suite.py``): no test function needs
+writing. A test of one's own that takes ``conformance_case`` replaces it (the shipped one
+is then dropped, so no case runs twice).
 
 Each backend's cases run in one long-lived isolated worker process per pytest process
 (``workers.WorkerPool``): a backend that aborts or hangs fails that test (``crash`` with
@@ -14,9 +18,12 @@ the signal, or ``timeout``) with a repro, and the next test gets a fresh worker.
 """
 from __future__ import annotations
 
+import os
+
 import pytest
 
 _CACHE: dict = {}
+SUITE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "suite.py")
 
 
 def pytest_addoption(parser):
@@ -25,7 +32,9 @@ def pytest_addoption(parser):
                 help="backend(s) to check: NAME[,NAME] or module:object (default reference)")
     g.addoption("--conformance-op", default=None, help="only ops matching this kind/glob")
     g.addoption("--conformance-dtype", default=None, help="only these dtypes, e.g. f32,f16")
-    g.addoption("--conformance-ledger", default=None, help="expectations file")
+    g.addoption("--ledger", "--conformance-ledger", dest="conformance_ledger", default=None,
+                help="expectations file (default: the packaged one); the same option as "
+                "`rlx-ref conformance --ledger`")
     g.addoption("--repro-dir", default="repros", help="where failing cases leave repros")
     g.addoption("--case-timeout", type=float, default=None, metavar="SECONDS",
                 help="fail a case whose worker runs longer (default 300; twice that for a "
@@ -34,13 +43,31 @@ def pytest_addoption(parser):
                 help="run cases in the pytest process, not in an isolated worker (debugging)")
 
 
+def pytest_configure(config):
+    """Collect the shipped test module besides the paths given (loaded with ``-p`` only)."""
+    if config.pluginmanager.get_plugin("rlx_ref.conformance.pytest_plugin") is None:
+        return          # imported by a conftest: that project writes its own test
+    if SUITE not in config.args:
+        config.args.append(SUITE)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Drop the shipped test when another test already takes ``conformance_case``."""
+    mine = [str(getattr(i, "path", "")) == SUITE for i in items]
+    theirs = any(not m and "conformance_case" in getattr(i, "fixturenames", ())
+                 for i, m in zip(items, mine))
+    if theirs and any(mine):
+        items[:] = [i for i, m in zip(items, mine) if not m]
+
+
 def _cases(config):
     if "cases" not in _CACHE:
         from .cases import build_cases, filter_cases
 
-        dt = config.getoption("conformance_dtype")
-        _CACHE["cases"] = filter_cases(build_cases(), config.getoption("conformance_op"),
-                                       dt.split(",") if dt else None, None)
+        op, dt = config.getoption("conformance_op"), config.getoption("conformance_dtype")
+        dts = dt.split(",") if dt else None
+        # building only the selected kinds, as `rlx-ref conformance --op` does
+        _CACHE["cases"] = filter_cases(build_cases(kinds=op, dtypes=dts), op, dts, None)
     return _CACHE["cases"]
 
 
@@ -79,13 +106,16 @@ def _isolated(config, backend, spec: str, repro_dir):
 
 def check_case(request, spec: str, case) -> None:
     """Run one case and turn its status into a pytest outcome."""
-    from .ledger import load_ledger
+    from .ledger import load_ledger, warn_name_mismatch
     from .model import OK, UNSUPPORTED, XFAIL
     from .runner import run_case
 
     if "ledger" not in _CACHE:
         _CACHE["ledger"] = load_ledger(request.config.getoption("conformance_ledger"))
     backend = _backend(spec)
+    if ("named", spec) not in _CACHE:   # once per backend: entries under the other name
+        _CACHE[("named", spec)] = True
+        warn_name_mismatch(_CACHE["ledger"], spec, backend.name)
     ok, why = backend.availability()
     if not ok:
         pytest.skip(f"backend {spec} unavailable: {why}")

@@ -5,7 +5,9 @@
         inputs.npz     the inputs (params.npz the params, if any)
         meta.json      backend spec, case id/op/dtype/tags, the case's own contract (if
                        any), the result seen
-        repro.py       `python repro.py` re-runs the backend and the oracle and compares
+        repro.py       `python repro.py` re-runs the backend and the oracle and compares;
+                       its docstring gives the `rlx-ref diff` line that names the first
+                       node departing from the oracle
 """
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ SCRIPT = '''"""Repro for conformance case {case_id} ({op}, {dtype}) on backend {
 
 Seen: {status}: {message}
 Run:  python repro.py      (exit status 0 = passes now, 1 = still failing)
+Diff: {diff}
+      (names the first node where the backend departs from the oracle)
 """
 import sys
 from pathlib import Path
@@ -33,7 +37,9 @@ sys.exit(rerun(Path(__file__).resolve().parent))
 
 
 def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.:+-]", "_", name)
+    """A folder name: no colon (``opencl:0:1``, ``pkg.mod:Backend``), which Windows and
+    Python's import path reject; the full spec stays in meta.json."""
+    return re.sub(r"[^A-Za-z0-9_.+-]", "_", name)
 
 
 # the scalar fields of a case's own contract (generated cases set only these)
@@ -78,8 +84,17 @@ def write_repro(root, backend_spec: str, case, result) -> str:
     first = (result.message or "").splitlines()[0] if result.message else ""
     write_text(d / "repro.py", SCRIPT.format(
         case_id=case.id, op=case.op, dtype=case.dtype, backend=backend_spec,
-        status=result.status, message=first.replace('"""', "'''")))
+        status=result.status, message=first.replace('"""', "'''"),
+        diff=diff_command(backend_spec, bool(case.params))))
     return str(d)
+
+
+def diff_command(backend_spec: str, params: bool) -> str:
+    """The ``rlx-ref diff`` line to run inside a repro folder."""
+    import shlex
+
+    return (f"rlx-ref diff graph.rlx --backend {shlex.quote(backend_spec)} --inputs inputs.npz"
+            + (" --params params.npz" if params else ""))
 
 
 META = "a repro folder's meta.json written by `rlx-ref conformance` (backend, case_id, ...)"
@@ -134,4 +149,7 @@ def rerun(folder) -> int:
     if result.message:
         print(result.message)
     print(f"graph:\n{case.graph.to_text()}", file=sys.stderr)
+    if result.status not in PASSING:
+        print(f"node by node: cd {Path(folder)} && "
+              f"{diff_command(meta['backend'], bool(case.params))}", file=sys.stderr)
     return 0 if result.status in PASSING else 1

@@ -272,11 +272,26 @@ def results_document(backends: list, results: list, machine: str | None = None) 
     return {
         "format": FORMAT,
         "machine": info,
-        "backends": {b.name: (b.describe() if hasattr(b, "describe") else
-                              {"emulated": False, "device": "", "declared": {}, "paths": {}})
-                     for b in backends},
+        "backends": {b.name: _describe(b) for b in backends},
         "results": results,
     }
+
+
+def _describe(backend) -> dict:
+    """What the results file records about a backend: its own ``describe()``, or for one
+    that only has the protocol's methods, what ``Backend.describe`` would say of its
+    ``supported_ops()`` (without its claims every cell of its column would read as
+    unclaimed, however its cases went)."""
+    if hasattr(backend, "describe"):
+        return backend.describe()
+    from ..backends.base import ALL
+
+    table = backend.supported_ops()
+    return {"emulated": bool(getattr(backend, "emulated", False)),
+            "device": str(getattr(backend, "device", "")),
+            "declared": {k: (v if v == ALL else sorted(str(d) for d in v))
+                         for k, v in sorted(table.items())},
+            "paths": {k: "native" for k in sorted(table)}}
 
 
 def write_results(doc: dict, path) -> None:

@@ -20,6 +20,42 @@ class BuildError(ValueError):
     """A node could not be built: wrong operand shapes/dtypes or payload."""
 
 
+class BuildArgumentError(BuildError, TypeError):
+    """A builder method was called with arguments its signature does not take."""
+
+
+def with_usage(fn):
+    """``fn`` whose bad-argument TypeError names the parameters it takes (and close ones)."""
+    import functools
+    import inspect
+
+    sig = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def method(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except TypeError as e:
+            try:
+                sig.bind(*args, **kwargs)
+            except TypeError:
+                raise BuildArgumentError(_usage(fn.__name__, sig, kwargs, e)) from None
+            raise
+    return method
+
+
+def _usage(name: str, sig, kwargs: dict, err: Exception) -> str:
+    from .pyrlx_names import did_you_mean
+
+    params = [p for p in sig.parameters.values() if p.name != "self"]
+    names = [p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    bad = [k for k in kwargs if k not in names]
+    hint = "".join(did_you_mean(k, names) for k in bad[:1])
+    shown = ", ".join(str(p) for p in params)
+    return (f"{name}(): {err.args[0].split('() ', 1)[-1]}{hint}; "
+            f"usage: {name}({shown}); valid keywords: {', '.join(names) or 'none'}")
+
+
 def _dtype(d) -> DType:
     return d if isinstance(d, DType) else DType.parse(str(d))
 
@@ -162,6 +198,11 @@ class BuilderMethods:
                              f"({len(self.nodes)} nodes)")
         self.outputs = ids
 
+    def output(self, *outputs) -> None:
+        """The DSL's spelling of ``set_outputs``: ``g.output(y)`` or ``g.output(a, b)``."""
+        self.set_outputs(outputs[0] if len(outputs) == 1 and
+                         isinstance(outputs[0], (list, tuple)) else outputs)
+
     def __getattr__(self, name):
         from .pyrlx_names import unknown_method
 
@@ -253,10 +294,16 @@ def _generic_method(kind: str):
 def install_registry_methods(cls) -> None:
     """Add pyrlx's methods, then one snake_case method per registered kind (and per
     activation/comparison) that no earlier method already names."""
+    import inspect
+
     from ..ops.elementwise import ACTIVATIONS, COMPARES
     from ..ops.opdef import all_opdefs
     from .pyrlx_names import install_pyrlx_methods
 
+    for name, fn in list(vars(BuilderMethods).items()):
+        # a wrong keyword (softmax(x, dim=-1)) names the parameters instead of a bare TypeError
+        if not name.startswith("_") and inspect.isfunction(fn):
+            setattr(cls, name, with_usage(fn))
     install_pyrlx_methods(cls)
     for d in all_opdefs():
         if not hasattr(cls, snake(d.kind)):

@@ -16,7 +16,7 @@ import contextlib
 
 import numpy as np
 
-from .builder import BuildError, encode_literal, snake
+from .builder import BuildError, encode_literal, snake, with_usage
 from .dtype import DType
 from .graph import Graph
 from .shape import Shape
@@ -34,14 +34,17 @@ class Node:
     # ── inspection ─────────────────────────────────────────────────────────
     @property
     def shape(self) -> Shape:
+        """The node's output shape (dims and dtype)."""
         return self.builder.graph.nodes[self.id].shape
 
     @property
     def dtype(self) -> DType:
+        """The node's output dtype."""
         return self.shape.dtype
 
     @property
     def dims(self) -> tuple:
+        """The node's output dims."""
         return self.shape.dims
 
     def __repr__(self) -> str:
@@ -107,41 +110,52 @@ class Node:
 
     # ── methods ────────────────────────────────────────────────────────────
     def activation(self, kind: str) -> "Node":
+        """An Activation of ``kind`` (``"Gelu"``, pyrlx's ``"gelu"`` too) on this node."""
         return self.builder._wrap(self.builder.graph.activation(kind, self.id))
 
     def cast(self, dtype) -> "Node":
+        """A Cast to ``dtype`` (a DType or its name, ``"f16"``)."""
         return self.builder._wrap(self.builder.graph.cast(self.id, dtype))
 
     astype = cast
 
     def sum(self, axes, keep_dim=False):
+        """Reduce Sum over ``axes`` (an int or a list; negative counts from the end)."""
         return self.reduce("Sum", axes, keep_dim)
 
     def mean(self, axes, keep_dim=False):
+        """Reduce Mean over ``axes``."""
         return self.reduce("Mean", axes, keep_dim)
 
     def max(self, axes, keep_dim=False):
+        """Reduce Max over ``axes``."""
         return self.reduce("Max", axes, keep_dim)
 
     def min(self, axes, keep_dim=False):
+        """Reduce Min over ``axes``."""
         return self.reduce("Min", axes, keep_dim)
 
     def prod(self, axes, keep_dim=False):
+        """Reduce Prod over ``axes``."""
         return self.reduce("Prod", axes, keep_dim)
 
     def reduce(self, op, axes, keep_dim=False):
+        """A Reduce of ``op`` (Sum, Mean, Max, Min, Prod, ...) over ``axes``."""
         axes = (axes,) if isinstance(axes, int) else tuple(axes)
         axes = tuple(a % max(len(self.dims), 1) for a in axes)
         return self.builder._wrap(self.builder.graph.reduce(self.id, op, axes, keep_dim))
 
     def softmax(self, axis: int = -1):
+        """Softmax along ``axis`` (RLX names it ``axis``, not ``dim``)."""
         return self.builder._wrap(self.builder.graph.softmax(self.id, axis))
 
     def reshape(self, *shape):
+        """Reshape to ``shape`` (``x.reshape(2, 3)`` or ``x.reshape([2, 3])``)."""
         shape = shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
         return self.builder._wrap(self.builder.graph.reshape(self.id, shape))
 
     def transpose(self, *perm):
+        """Transpose by ``perm`` (all axes reversed when none is given)."""
         perm = perm[0] if len(perm) == 1 and not isinstance(perm[0], int) else perm
         if not perm:
             perm = tuple(reversed(range(len(self.dims))))
@@ -149,6 +163,7 @@ class Node:
 
     @property
     def T(self):
+        """The transpose with all axes reversed."""
         return self.transpose()
 
     def where(self, on_true, on_false):
@@ -172,6 +187,22 @@ class Node:
 
     def __getattr__(self, name):
         return _method(self, name)
+
+    def __dir__(self):
+        """The methods ``__getattr__`` builds too (activations, pyrlx's, one per kind)."""
+        return sorted(set(object.__dir__(self)) | set(node_method_names()))
+
+
+def node_method_names() -> dict:
+    """Every method a DSL Node answers beyond its class's own: name -> what it builds."""
+    from ..ops.elementwise import ACTIVATIONS
+    from ..ops.opdef import all_opdefs
+    from .pyrlx_names import METHODS
+
+    out = {snake(d.kind): d.kind for d in all_opdefs()}
+    out.update({name: sig.kind for name, sig in METHODS.items()})
+    out.update({snake(k): "Activation" for k in ACTIVATIONS})
+    return out
 
 
 def _method(node: Node, name: str):
@@ -299,6 +330,12 @@ def _unwrap(v):
     if isinstance(v, (list, tuple)):
         return type(v)(_unwrap(x) for x in v)
     return v
+
+
+for _name, _fn in list(vars(Node).items()):
+    # x.softmax(dim=-1) names the parameters softmax takes instead of a bare TypeError
+    if not _name.startswith("_") and callable(_fn) and not isinstance(_fn, property):
+        setattr(Node, _name, with_usage(_fn))
 
 
 @contextlib.contextmanager

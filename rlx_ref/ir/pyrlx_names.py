@@ -82,7 +82,20 @@ def enum_value(codec, value, where: str):
             except ValueError:
                 raise BuildError(f"{where}: {value!r} needs an integer after ':', "
                                  f"e.g. '{tag}:4'") from None
-    raise BuildError(f"{where}: unknown {codec.name} {value!r}; accepted: {accepted(codec)}")
+    close = did_you_mean(key, list(codec.units) + sorted(spell))
+    raise BuildError(f"{where}: unknown {codec.name} {value!r}{close}; accepted: "
+                     f"{accepted(codec)}")
+
+
+def did_you_mean(name: str, known) -> str:
+    """``"; did you mean 'Gelu'?"`` for the closest spellings of ``name`` (case ignored), or ''."""
+    by_lower = {}
+    for k in known:
+        by_lower.setdefault(str(k).lower(), str(k))
+    close = difflib.get_close_matches(str(name).lower(), list(by_lower), n=3, cutoff=0.6)
+    if not close:
+        return ""
+    return "; did you mean " + " or ".join(repr(by_lower[c]) for c in close) + "?"
 
 
 def normalize_fields(kind: str, attrs_cls, fields: dict) -> dict:

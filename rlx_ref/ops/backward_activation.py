@@ -155,7 +155,10 @@ def _check_pair(shapes, name: str):
 
 
 def _check_activation_backward(shapes, a, out):
-    want(a.kind in DERIVATIVES, f"(C1) unknown activation {a.kind!r}")
+    if a.kind not in DERIVATIVES:
+        from ..ir.pyrlx_names import did_you_mean
+
+        want(False, f"(C1) unknown activation {a.kind!r}{did_you_mean(a.kind, DERIVATIVES)}")
     _check_pair(shapes, "ActivationBackward")
 
 

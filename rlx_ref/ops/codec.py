@@ -262,7 +262,13 @@ class Enum(Codec):
             (tag, val), = j.items()
             if tag in self.data:
                 return (tag, self.data[tag].from_json(val))
-        raise CodecError(f"expected a {self.name} ({', '.join(self.variants)}), got {_short(j)}")
+        close = ""
+        if isinstance(j, str):
+            from ..ir.pyrlx_names import did_you_mean
+
+            close = did_you_mean(j, self.variants)
+        raise CodecError(f"expected a {self.name} ({', '.join(self.variants)}), got "
+                         f"{_short(j)}{close}")
 
     def to_json(self, v):
         if isinstance(v, str):

@@ -126,7 +126,10 @@ class ActivationAttrs:
 
 
 def _check_activation(shapes, a, out):
-    want(a.op in ACTIVATIONS, f"(C1) unknown activation {a.op!r}")
+    if a.op not in ACTIVATIONS:
+        from ..ir.pyrlx_names import did_you_mean
+
+        want(False, f"(C1) unknown activation {a.op!r}{did_you_mean(a.op, ACTIVATIONS)}")
     dt = shapes[0].dtype
     extra = ACTIVATIONS[a.op][2]
     want(_kind_ok(dt, extra),

@@ -94,7 +94,7 @@ class DispatchReport:
                          "or add a decomposition in rlx_ref/passes/decompose.py.")
         else:
             lines.append("  compile-ready: yes")
-        return "\n".join(lines)
+        return "\n".join(lines) + "\n"     # a text report ends its last line
 
     __str__ = format
 
@@ -167,7 +167,7 @@ def maybe_print_report(report: DispatchReport, verbose: bool = False, stream=Non
     is on; True when printed."""
     if not (verbose or flag("RLX_DISPATCH_REPORT") or flag("RLX_VERBOSE")):
         return False
-    print(report.format(), file=stream or sys.stderr)
+    print(report.format(), end="", file=stream or sys.stderr)
     return True
 
 

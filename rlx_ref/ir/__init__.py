@@ -1,0 +1,1 @@
+"""The IR: dtypes, shapes, the graph, builder and DSL, verifier and text form."""
