@@ -16,7 +16,8 @@ def markdown(results: dict, meta: dict, systems: tuple, ms) -> str:
            + (", **--quick sizes**" if meta["quick"] else "") + "). Medians in ms. "
            "rlx_ref runs the graph `rlx_ref.from_torch` imports; onnxruntime the "
            "`torch.onnx.export` of the same module. Targets (issue 17): numba-cpu ≤ 1.0× "
-           "PyTorch eager and ≤ 1.3× onnxruntime.", "",
+           "PyTorch eager and ≤ 1.3× onnxruntime. A time marked `¹` is one call (the first, "
+           "after the import), for systems slower than the per-measurement budget.", "",
            "| model | " + " | ".join(systems) + " | numba ÷ eager | numba ÷ ort "
            "| OpenCL ÷ eager |",
            "|---" * (len(systems) + 4) + "|"]
@@ -29,7 +30,8 @@ def markdown(results: dict, meta: dict, systems: tuple, ms) -> str:
                 cells.append("n/a")
                 notes.append(f"- {name}, {s}: {v['note']}")
             else:
-                cells.append(ms(v) + ("" if v.get("same_tokens", True) else " ≠"))
+                cells.append(ms(v) + ("¹" if v.get("runs") == 1 else "")
+                             + ("" if v.get("same_tokens", True) else " ≠"))
         nb, ocl = row.get("numba-cpu", {}), row.get("opencl", {})
         out.append(f"| {name} | " + " | ".join(cells) + f" | {_ratio(nb, 'x_torch')} | "
                    f"{_ratio(nb, 'x_onnxruntime')} | {_ratio(ocl, 'x_torch')} |")
