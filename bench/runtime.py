@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -77,6 +78,7 @@ def measure(graph, feeds, params, labels, budget) -> tuple:
     for label in labels:
         try:
             exe = gd.compile(label)
+            exe.run(feeds)              # first run: lazy kernel loads, arena first touch
             times[label] = timeit(lambda: exe.run(feeds), budget)
         except Exception as e:          # a device that cannot run it: recorded, not fatal
             print(f"  {label}: {type(e).__name__}: {str(e)[:120]}", file=sys.stderr)
@@ -115,6 +117,31 @@ def arena(graph, params) -> dict:
     return exe.memory_plans()[0].to_dict()
 
 
+def load_note(r: dict) -> str:
+    """What the machine's load means for these numbers (said only when it was loaded)."""
+    (a, b), cpus = r["load"], r["cpus"]
+    text = f"Load average {a} at the start and {b} at the end, on {cpus} CPUs."
+    if max(a, b) <= cpus:
+        return text
+    return text + (" The machine was oversubscribed: a parallel numba-cpu kernel (OpenMP) "
+                   "waits for threads the OS has descheduled, so runs that cross a "
+                   "parallel threshold take tens of ms instead of tens of µs, and the "
+                   "calibration probes measured then are skewed the same way; timings and "
+                   "picks here say more about the load than about the devices.")
+
+
+def calibrations(labels) -> dict:
+    """The calibration each pick was made from, per device (None: not calibrated)."""
+    from rlx_ref.runtime.calibration import calibration_for
+
+    out = {}
+    for label in labels:
+        cal = calibration_for(label)
+        out[label] = None if cal is None else {k: v for k, v in cal.to_json().items()
+                                               if isinstance(v, float)}
+    return out
+
+
 def machine() -> str:
     import numba
 
@@ -139,7 +166,7 @@ def main():
 
     labels = [d.label for d in available_devices()]
     only = set(filter(None, a.only.split(",")))
-    rows, start = [], time.perf_counter()
+    rows, start, load0 = [], time.perf_counter(), os.getloadavg()[0]
     block = None
     for name, make in _graphs():
         if only and name not in only:
@@ -155,9 +182,12 @@ def main():
                      "pick_over_best": ratio})
         print(f"{name}: pick {pick}, best {best}, ratio {ratio}", file=sys.stderr)
     result = {"machine": machine(), "devices": labels, "rows": rows,
+              "calibration": calibrations(labels),
               "dispatch": dispatch_overhead(),
               "arena": arena(*block) if block else None,
-              "wall_s": round(time.perf_counter() - start, 1)}
+              "wall_s": round(time.perf_counter() - start, 1),
+              "load": [round(load0, 2), round(os.getloadavg()[0], 2)], "cpus": os.cpu_count()}
+    result["note"] = load_note(result)
     write(result, Path(a.out))
 
 

@@ -31,6 +31,16 @@ def markdown(r: dict) -> str:
                                                      for d in labels) +
                      f" | {x['pick']}{mark} | {x['best']} | "
                      f"{'—' if q is None else f'{q:.2f}'} |")
+    cal = r.get("calibration") or {}
+    fields = sorted({k for c in cal.values() if c for k in c})
+    if fields:
+        lines += ["", "The calibrations the picks came from (`rlx_ref/runtime/microbench.py`, "
+                  "measured on this machine, cached per device):", "",
+                  "| device | " + " | ".join(fields) + " |", "|---|" + "---|" * len(fields)]
+        lines += [f"| {dev} | " + " | ".join(f"{c[k]:.4g}" for k in fields) + " |"
+                  for dev, c in cal.items() if c]
+    if r.get("note"):
+        lines += ["", r["note"]]
     d = r["dispatch"]
     lines += ["", "## GraphDevices dispatch overhead", "",
               f"One-node graph on `cpu`, median per call over blocks of 200 calls: "
