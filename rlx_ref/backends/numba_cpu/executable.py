@@ -6,11 +6,14 @@ the offset ``passes/memory_plan.py`` gives it, and Reshape / same-dtype Cast / a
 Narrow of a contiguous value are views instead of kernels. Nested bodies (If, While,
 Scan, CustomFn) keep their own buffers: their loop drivers bind them by shape. With the
 plan off, every intermediate gets a buffer, reused by liveness (a buffer whose last
-reader has run is handed to the next node of the same dtype and element count). Outputs are new arrays unless the caller has dropped the
-previous run's: that one is written again (nothing else references it), which spares the
-page faults of a fresh large array (~5 ms per 64 MiB, more than many kernels take).
-Constants are decoded once; params are copied by ``set_param``. A plan serves one run at a
-time: concurrent runs each get one from the executable's ``PlanPool``.
+reader has run is handed to the next node of the same dtype and element count). Outputs
+are new arrays unless the caller has dropped the previous run's: that one is written
+again (nothing else references it), which spares the page faults of a fresh large array
+(~5 ms per 64 MiB, more than many kernels take). Constants are decoded once; params are
+copied by ``set_param``. A plan serves one run at a time: concurrent runs each get one
+from the executable's ``PlanPool`` (so each has an arena of its own). The weight-only
+prefix of the graph (``split_param_invariant``) runs once per set of params
+(``backends/hoist.py``); the plans run the rest.
 """
 from __future__ import annotations
 
