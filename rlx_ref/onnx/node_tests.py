@@ -102,7 +102,10 @@ def _typed(a, vi):
     from .context import ONNX_DTYPES
 
     dt = ONNX_DTYPES.get(vi.type.tensor_type.elem_type)
-    return a.astype(dt.np) if dt is not None else a
+    try:
+        return a.astype(dt.np) if dt is not None else a
+    except (TypeError, ValueError):
+        return a
 
 
 def _graph_inputs(model) -> list:

@@ -31,4 +31,4 @@ def converts(*op_types):
     return deco
 
 
-from . import elementwise, loss, movement, nn, reduce  # noqa: E402,F401  (they register)
+from . import attention, elementwise, loss, movement, nn, reduce  # noqa: E402,F401
