@@ -89,6 +89,12 @@ def run_case(name: str, model_bytes: bytes, inputs: list, expected: list,
 
 def _array(a):
     """An input as an array; sequences and optionals stay as they are (they do not map)."""
+    import onnx
+
+    if isinstance(a, onnx.TensorProto):
+        from onnx import numpy_helper
+
+        return numpy_helper.to_array(a)
     try:
         return np.asarray(a)
     except ValueError:
