@@ -293,6 +293,10 @@ def main(argv=None) -> int:
     from .env_catalog import add_arguments as add_env_arguments
 
     add_env_arguments(s)
+    from .onnx.cli import add_import_arguments, add_tests_arguments
+
+    add_import_arguments(sub.add_parser("import", help="import an ONNX model as text + .npz"))
+    add_tests_arguments(sub.add_parser("onnx-tests", help="run ONNX's node tests"))
     s = sub.add_parser("docs", help="regenerate docs/ops.md from the registry")
     s.add_argument("--out", default="docs/ops.md")
     s.add_argument("--check", action="store_true", help="fail if the file is stale")
