@@ -70,6 +70,8 @@ class Ctx:
         self.pending: dict = {}       # graph inputs not yet materialized: name -> Shape
         self.static_inputs = dict(static_inputs or {})
         self.folded: set = set()      # graph inputs taken as static values
+        self.weights: dict = {}       # float initializers: Params on first use as a tensor
+        self.params: dict = {}        # the Params made so far: name -> array
 
     # ── reading operands ───────────────────────────────────────────────────
     def value(self, name: str):
@@ -82,6 +84,8 @@ class Ctx:
         A graph input listed in ``static_inputs`` is taken as that value here (and only
         here), so an operand RLX needs in a payload can be fed at import time."""
         v = self.value(name)
+        if v is None and name in self.weights:
+            v = self.weights[name]      # a weight read as an operand RLX needs statically
         if v is None and name in self.static_inputs and name not in self.ids:
             v = self.static[name] = np.asarray(self.static_inputs[name])
             self.folded.add(name)
@@ -96,6 +100,11 @@ class Ctx:
             return self.ids[name]
         if name in self.static:
             self.ids[name] = self.const(self.static[name])
+        elif name in self.weights:
+            arr = self.weights[name]
+            self.ids[name] = self.g.op("Param", (), shape=Shape(list(arr.shape), DType.of(arr)),
+                                       name=name)
+            self.params[name] = arr
         elif name in self.pending:
             shape = self.pending[name]
             self.ids[name] = self.g.op("Input", (), shape=shape, name=name)
@@ -104,6 +113,8 @@ class Ctx:
         return self.ids[name]
 
     def shape(self, name: str) -> tuple:
+        if name in self.weights and name not in self.ids:
+            return tuple(self.weights[name].shape)
         v = self.value(name) if name not in self.ids else None
         if v is not None:
             return tuple(v.shape)
@@ -112,6 +123,8 @@ class Ctx:
         return tuple(self.g.shape(self.id(name)).dims)
 
     def dtype(self, name: str) -> DType:
+        if name in self.weights and name not in self.ids:
+            return DType.of(self.weights[name])
         v = self.value(name) if name not in self.ids else None
         if v is not None:
             return DType.of(v)

@@ -105,7 +105,6 @@ def import_model(path_or_model, *, opset=None, weights: str = "params",
     g = Graph(_graph_name(name or og.name))
     ctx = Ctx(g, ver, static_inputs)
     problems: list[Problem] = []
-    params: dict = {}
     inits = {t.name: t for t in og.initializer}
     for t in og.sparse_initializer:
         problems.append(Problem(t.values.name, "(sparse initializer)", None,
@@ -129,8 +128,7 @@ def import_model(path_or_model, *, opset=None, weights: str = "params",
             # weights, and RLX payloads need those at import time
             ctx.static[tname] = arr
         else:
-            ctx.ids[tname] = g.op("Param", (), shape=_shape(arr, dt), name=tname)
-            params[tname] = arr.astype(dt.np)
+            ctx.weights[tname] = arr.astype(dt.np)
     poisoned: set = set(p.node for p in problems)
     for i, node in enumerate(og.node):
         label = node.name or f"{node.op_type}_{i}"
@@ -182,7 +180,7 @@ def import_model(path_or_model, *, opset=None, weights: str = "params",
     from ..ir.verify import verify_or_raise
 
     verify_or_raise(g)
-    return Imported(g, params, tuple(sorted(ctx.folded)))
+    return Imported(g, dict(ctx.params), tuple(sorted(ctx.folded)))
 
 
 def _convert(ctx: Ctx, node, ins: list) -> list:
@@ -223,12 +221,6 @@ def _elem_type(arr: np.ndarray) -> int:
         return helper.np_dtype_to_tensor_dtype(arr.dtype)
     except Exception:  # noqa: BLE001
         return 0
-
-
-def _shape(arr, dt):
-    from ..ir.shape import Shape
-
-    return Shape(list(arr.shape), dt)
 
 
 def _graph_name(name: str) -> str:
