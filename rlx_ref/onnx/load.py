@@ -138,7 +138,8 @@ def import_model(path_or_model, *, opset=None, weights: str = "params",
                                     f"domain {node.domain!r} is not supported"))
             poisoned.update(node.output)
             continue
-        if node.op_type not in CONVERTERS:
+        static = bool(ins) and all(not n or n in ctx.static for n in ins)
+        if node.op_type not in CONVERTERS and not (static and _foldable(node)):
             problems.append(Problem(label, node.op_type, None,
                                     "no RLX kind or decomposition for this op"))
             poisoned.update(node.output)
@@ -185,8 +186,9 @@ def import_model(path_or_model, *, opset=None, weights: str = "params",
 
 def _convert(ctx: Ctx, node, ins: list) -> list:
     attrs = Attrs(node)
-    if node.op_type in FOLDABLE and all(not n or n in ctx.static for n in ins) \
-            and not attrs.has("body"):
+    static = bool(ins) and all(not n or n in ctx.static for n in ins)
+    if static and _foldable(node) and (node.op_type in FOLDABLE or
+                                       node.op_type not in CONVERTERS):
         return _fold(ctx, node, ins)
     outs = CONVERTERS[node.op_type](ctx, node, ins, attrs)
     left = attrs.unread()
@@ -195,6 +197,15 @@ def _convert(ctx: Ctx, node, ins: list) -> list:
     if len(outs) < len([o for o in node.output if o]):
         raise Unmappable(f"only the first {len(outs)} output(s) of {node.op_type} map")
     return outs
+
+
+def _foldable(node) -> bool:
+    """Static operands fold for the shape ops, and for any op without randomness or a
+    body (constant subexpressions are ONNX's values, whatever RLX maps)."""
+    if node.op_type in FOLDABLE:
+        return True
+    random = node.op_type.startswith("Random") or node.op_type in ("Bernoulli", "Multinomial")
+    return not random and not any(a.type in (5, 10) for a in node.attribute)  # GRAPH(S)
 
 
 def _fold(ctx: Ctx, node, ins: list) -> list:

@@ -49,9 +49,7 @@ def mod(ctx, node, ins, attrs):
     r = ctx.bin("Mod", a, b)
     if attrs.get("fmod", 0):
         return [r]
-    if ctx.dt(a).is_float:
-        raise Unmappable("fmod=0 on floats is not defined by ONNX", "fmod")
-    # Python's modulo: the remainder takes the divisor's sign
+    # Python's modulo (numpy's mod): the remainder takes the divisor's sign
     zero = ctx.like(0, r)
     fix = ctx.bin("BitAnd", ctx.cmp("Ne", r, zero),
                   ctx.cmp("Ne", ctx.cmp("Lt", r, zero), ctx.cmp("Lt", b, zero)))
@@ -111,6 +109,9 @@ def cast(ctx, node, ins, attrs):
 def cast_like(ctx, node, ins, attrs):
     attrs.only("saturate", (1,), 1)
     attrs.only("round_mode", ("up",), "up")
+    v = ctx.value(ins[0])
+    if v is not None:       # a constant cast to a runtime tensor's dtype stays a constant
+        return [v.astype(ctx.dtype(ins[1]).np)]
     return [ctx.cast(ctx.id(ins[0]), ctx.dtype(ins[1]))]
 
 

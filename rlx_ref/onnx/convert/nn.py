@@ -134,9 +134,13 @@ def conv_transpose(ctx, node, ins, attrs):
     return [_bias(ctx, y, ins, n)]
 
 
-@converts("MaxPool", "AveragePool")
+@converts("MaxPool", "AveragePool", "LpPool")
 def pool(ctx, node, ins, attrs):
     x = ctx.id(ins[0])
+    lp = node.op_type == "LpPool"
+    if lp:      # (Σ |x|^p)^(1/p): a Sum pool between two elementwise steps
+        p = attrs.get("p", 2)
+        x = ctx.bin("Pow", ctx.act("Abs", x), ctx.like(p, x))
     dims = ctx.dims(x)
     n = len(dims) - 2
     if len([o for o in node.output if o]) > 1:
@@ -158,7 +162,9 @@ def pool(ctx, node, ins, attrs):
     xp = _explicit_pad(ctx, x, full, -np.inf if is_max else 0.0)
     kind = "Max" if is_max else "Sum"
     y = ctx.op("Pool", (xp,), kind=kind, kernel_size=tuple(kernel), stride=tuple(strides))
-    if not is_max:
+    if lp:
+        y = ctx.bin("Pow", y, ctx.like(1.0 / p, y))
+    elif not is_max:
         inc = attrs.get("count_include_pad", 0)
         counts = sum_pool_counts(dims[2:], kernel[-n:], strides[-n:], full[-n:], pads, inc)
         counts = counts.reshape(ctx.dims(y)[2:]).astype(ctx.dt(y).np)

@@ -110,14 +110,15 @@ def hardmax(ctx, node, ins, attrs):
     return [ctx.cast(ctx.cmp("Eq", idx, pos), ctx.dt(x))]
 
 
-@converts("CumSum")
+@converts("CumSum", "CumProd")
 def cumsum(ctx, node, ins, attrs):
     x = ctx.id(ins[0])
-    ax = norm_axis(int(ctx.need(ins[1], "CumSum's axis")), len(ctx.dims(x)))
+    ax = norm_axis(int(ctx.need(ins[1], f"{node.op_type}'s axis")), len(ctx.dims(x)))
     rev = attrs.get("reverse", 0)
     if rev:
         x = ctx.op("Reverse", (x,), axes=(ax,))
-    y = ctx.op("Cumsum", (x,), axis=ax, exclusive=bool(attrs.get("exclusive", 0)))
+    kind = "Cumsum" if node.op_type == "CumSum" else "CumProd"
+    y = ctx.op(kind, (x,), axis=ax, exclusive=bool(attrs.get("exclusive", 0)))
     return [ctx.op("Reverse", (y,), axes=(ax,)) if rev else y]
 
 
@@ -145,3 +146,24 @@ def topk(ctx, node, ins, attrs):
         idx = ctx.op("Transpose", (idx,), perm=tuple(perm))
         vals = ctx.op("Transpose", (vals,), perm=tuple(perm))
     return [vals, idx]
+
+
+@converts("OneHot")
+def one_hot(ctx, node, ins, attrs):
+    idx = ctx.id(ins[0])
+    depth = int(np.asarray(ctx.need(ins[1], "OneHot's depth")).reshape(-1)[0])
+    vals = ctx.id(ins[2])
+    r = len(ctx.dims(idx)) + 1
+    ax = norm_axis(attrs.get("axis", -1), r)
+    if not ctx.dt(idx).is_int:
+        idx = ctx.cast(idx, DType.I64)
+    neg = ctx.cmp("Lt", idx, ctx.like(0, idx))
+    idx = ctx.where(neg, ctx.bin("Add", idx, ctx.like(depth, idx)), idx)
+    dims = list(ctx.dims(idx))
+    idx = ctx.reshape(idx, dims[:ax] + [1] + dims[ax:])
+    shape = [1] * r
+    shape[ax] = depth
+    pos = ctx.const(np.arange(depth).reshape(shape).astype(ctx.dt(idx).np), ctx.dt(idx))
+    off = ctx.op("Narrow", (vals,), axis=0, start=0, len=1)
+    on = ctx.op("Narrow", (vals,), axis=0, start=1, len=1)
+    return [ctx.where(ctx.cmp("Eq", idx, pos), on, off)]

@@ -19,8 +19,9 @@ def _source(x, scale, n_out, n_in, how):
         return (x + 0.5) / scale - 0.5
     if how == "pytorch_half_pixel":
         return (x + 0.5) / scale - 0.5 if n_out > 1 else np.zeros_like(x)
-    if how == "align_corners":
-        return np.zeros_like(x) if n_out == 1 else x * (n_in - 1) / (n_out - 1)
+    if how == "align_corners":      # ONNX's resized length here is in·scale, unrounded
+        span = n_in * scale
+        return np.zeros_like(x) if span == 1 else x * (n_in - 1) / (span - 1)
     if how == "asymmetric":
         return x / scale
     adjust = n_out / (scale * n_in)         # half_pixel_symmetric
@@ -60,7 +61,7 @@ def _sizes(ctx, ins, attrs, dims, axes):
 
 @converts("Resize")
 def resize(ctx, node, ins, attrs):
-    attrs.only("mode", ("nearest",), "nearest")
+    mode = attrs.only("mode", ("nearest", "linear"), "nearest")
     how = attrs.only("coordinate_transformation_mode", _COORD, "half_pixel")
     near = attrs.only("nearest_mode", _NEAREST, "round_prefer_floor")
     attrs.only("antialias", (0,), 0)
@@ -72,11 +73,32 @@ def resize(ctx, node, ins, attrs):
     outs, scales = _sizes(ctx, ins, attrs, dims, axes)
     for a, n_out, sc in zip(axes, outs, scales):
         src = _source(np.arange(n_out, dtype=np.float64), sc, n_out, dims[a], how)
+        if mode == "linear":
+            x = _linear_axis(ctx, x, a, src, dims[a])
+            continue
         idx = np.clip(_nearest(src, near), 0, dims[a] - 1).astype(np.int64)
         if n_out == dims[a] and (idx == np.arange(n_out)).all():
             continue
         x = ctx.op("Gather", (x, ctx.const(idx)), axis=a)
     return [x if x != ctx.id(ins[0]) else ctx.op("StopGradient", (x,))]
+
+
+def _linear_axis(ctx, x, axis, src, n_in):
+    """Linear interpolation along one axis: two Gathers and their static weights (edges
+    repeat, as ONNX's reference pads them)."""
+    src = np.clip(src, 0, n_in - 1)
+    lo = np.floor(src)
+    w = src - lo
+    i0 = np.clip(lo, 0, n_in - 1).astype(np.int64)
+    i1 = np.clip(lo + 1, 0, n_in - 1).astype(np.int64)
+    shape = [1] * len(ctx.dims(x))
+    shape[axis] = len(src)
+    dt = ctx.dt(x)
+    a = ctx.op("Gather", (x, ctx.const(i0)), axis=axis)
+    b = ctx.op("Gather", (x, ctx.const(i1)), axis=axis)
+    wa = ctx.const((1 - w).reshape(shape).astype(dt.np), dt)
+    wb = ctx.const(w.reshape(shape).astype(dt.np), dt)
+    return ctx.bin("Add", ctx.bin("Mul", a, wa), ctx.bin("Mul", b, wb))
 
 
 @converts("Einsum")
