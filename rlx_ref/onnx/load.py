@@ -83,8 +83,10 @@ def model_opset(model, opset: int | None) -> int:
     """The default-domain opset the model is read under (``opset`` overrides it)."""
     found = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
     v = opset if opset is not None else (found[0] if found else None)
-    if v is None:
-        raise OnnxImportError("the model imports no default-domain (ai.onnx) opset")
+    if v is None:       # only other domains: their nodes are reported one by one
+        if any(n.domain in ("", "ai.onnx") for n in model.graph.node):
+            raise OnnxImportError("the model imports no default-domain (ai.onnx) opset")
+        return max_opset()
     if not MIN_OPSET <= v <= max_opset():
         raise OnnxImportError(f"opset {v} is outside the supported range {MIN_OPSET}.."
                               f"{max_opset()}", [Problem("(model)", "(opset)", None,
@@ -115,7 +117,7 @@ def import_model(path_or_model, *, opset=None, weights: str = "params",
         try:
             ctx.pending[vi.name] = input_shape(vi)
         except Unmappable as e:
-            problems.append(Problem(vi.name, "(graph input)", None, e.why))
+            problems.append(Problem(vi.name, _input_kind(e.why), None, e.why))
     for tname, t in inits.items():
         arr = numpy_helper.to_array(t)
         try:
@@ -197,6 +199,19 @@ def _convert(ctx: Ctx, node, ins: list) -> list:
     if len(outs) < len([o for o in node.output if o]):
         raise Unmappable(f"only the first {len(outs)} output(s) of {node.op_type} map")
     return outs
+
+
+def _input_kind(why: str) -> str:
+    """The report's key for a graph input that does not map: its dtype or its kind."""
+    import re
+
+    m = re.search(r"element type (\w+)", why)
+    if m:
+        return f"(input dtype {m.group(1)})"
+    m = re.search(r"not a tensor \((\w+)_type\)", why)
+    if m:
+        return f"(input {m.group(1)})"
+    return "(graph input)"
 
 
 def _foldable(node) -> bool:
