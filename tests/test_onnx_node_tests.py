@@ -93,3 +93,42 @@ def test_ledger_entries_have_reasons_and_are_not_stale():
                 and "differs" in per.values()]
         assert hits, f"ledger entry {e['pattern']!r} covers no failing case"
     assert PASS in {s for per in data["cases"].values() for s in per.values()}
+
+
+def _crashy(name, mb, ins, outs, backends):
+    """A case runner whose worker dies on one case (module level: workers import it)."""
+    import os
+
+    if name == "boom":
+        os._exit(3)
+    return {b: (PASS, {"max_abs": 0.0, "max_rel": 0.0}) for b in backends}
+
+
+def test_a_crashing_case_does_not_end_the_run():
+    from rlx_ref.onnx.node_suite import run_cases
+
+    cases = [(n, b"", [], []) for n in ("a", "b", "boom", "c", "d")]
+    res = run_cases(cases, ("reference",), jobs=2, fn=_crashy)
+    assert set(res) == {"a", "b", "boom", "c", "d"}
+    assert res["boom"]["reference"][0] == FAIL
+    assert "died" in res["boom"]["reference"][1]["error"]
+    assert all(res[n]["reference"][0] == PASS for n in "abcd")
+
+
+def test_summary_applies_the_ledger_and_is_deterministic():
+    from rlx_ref.onnx.node_suite import summary
+
+    ledger = [{"pattern": "test_x_*", "reason": "r", "backends": ("*",)}]
+    results = {"test_x_1": {"reference": (FAIL, {"max_abs": 1.0, "max_rel": 0.5})},
+               "test_y": {"reference": (FAIL, {"error": "boom"})},
+               "test_z": {"reference": (NOT_MAPPABLE, {"ops": ["Foo"], "why": "w"})},
+               "test_w": {"reference": (PASS, {})}}
+    s = summary(results, ledger, ("reference",))
+    assert s["cases"] == {"test_x_1": {"reference": "differs"},
+                          "test_y": {"reference": "fail"},
+                          "test_z": {"reference": "not_mappable"},
+                          "test_w": {"reference": "pass"}}
+    assert s["backends"]["reference"] == {"pass": 1, "fail": 1, "differs": 1,
+                                          "not_mappable": 1}
+    assert s["not_mappable_ops"] == {"Foo": 1} and s["total"] == 4
+    assert "boom" in s["failures"]["test_y"]["reference"]

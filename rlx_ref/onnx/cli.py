@@ -5,10 +5,22 @@ import sys
 from pathlib import Path
 
 
+def _need_onnx() -> bool:
+    try:
+        import onnx  # noqa: F401
+    except ImportError:
+        print("rlx-ref: this command needs the onnx package (pip install 'rlx_ref[onnx]')",
+              file=sys.stderr)
+        return False
+    return True
+
+
 def import_cli(args) -> int:
     """Write the imported graph's text form, and its params as an .npz beside it."""
     import io
 
+    if not _need_onnx():
+        return 2
     import numpy as np
 
     from .._atomic import write_bytes, write_text
@@ -44,7 +56,9 @@ def add_import_arguments(p) -> None:
 
 def tests_cli(args) -> int:
     """Run ONNX's node tests on the oracle and backends; print counts, write the JSON."""
-    from .node_suite import RESULTS, run_suite, stale_entries, load_ledger, write_summary
+    if not _need_onnx():
+        return 2
+    from .node_suite import RESULTS, load_ledger, run_suite, stale_entries, write_summary
 
     backends = tuple(b.strip() for b in args.backend.split(",") if b.strip())
     if "reference" not in backends:

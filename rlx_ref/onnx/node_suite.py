@@ -43,22 +43,25 @@ def ledger_entry(ledger: list, name: str, backend: str):
 
 
 def _work(args):
-    return args[0], run_case(*args)
+    fn, rest = args[0], args[1:]
+    return rest[0], fn(*rest)
 
 
 def _pool(jobs: int):
     return ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"))
 
 
-def run_cases(cases: list, backends: tuple, jobs: int = 1, progress=None) -> dict:
-    """``{case name: {backend: (status, detail)}}`` for every case; survives crashes."""
+def run_cases(cases: list, backends: tuple, jobs: int = 1, progress=None,
+              fn=run_case) -> dict:
+    """``{case name: {backend: (status, detail)}}`` for every case; survives crashes.
+    ``fn`` runs one case (a module-level function, so workers can import it)."""
     results: dict = {}
-    todo = [(n, mb, ins, outs, backends) for n, mb, ins, outs in cases]
+    todo = [(fn, n, mb, ins, outs, backends) for n, mb, ins, outs in cases]
     if jobs <= 1:
         for t in todo:
-            results[t[0]] = run_case(*t)
+            results[t[1]] = fn(*t[1:])
             if progress:
-                progress(t[0], results[t[0]])
+                progress(t[1], results[t[1]])
         return results
     lost_before: set = set()
     while todo:
@@ -76,12 +79,12 @@ def run_cases(cases: list, backends: tuple, jobs: int = 1, progress=None) -> dic
                     progress(name, res)
         # a pool that breaks loses every case in flight: retry them together once, then
         # alone, so a second death names the case that kills its worker
-        todo = [t for t in lost if t[0] not in lost_before]
-        for t in (t for t in lost if t[0] in lost_before):
-            results[t[0]] = _alone(t, backends)
+        todo = [t for t in lost if t[1] not in lost_before]
+        for t in (t for t in lost if t[1] in lost_before):
+            results[t[1]] = _alone(t, backends)
             if progress:
-                progress(t[0], results[t[0]])
-        lost_before.update(t[0] for t in todo)
+                progress(t[1], results[t[1]])
+        lost_before.update(t[1] for t in todo)
     return results
 
 
