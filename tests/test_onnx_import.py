@@ -155,6 +155,19 @@ def test_conv_bias_asymmetric_pads_and_pools():
     _agree(m, {"x": x}, rtol=1e-5, atol=1e-5)
 
 
+def test_dilated_pools_and_bool_reduce():
+    x = _x(1, 2, 9, 8)
+    b = RNG.random((3, 4)) > 0.5
+    nodes = [helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[2, 3], dilations=[2, 2],
+                              pads=[1, 0, 1, 2], strides=[1, 2]),
+             helper.make_node("AveragePool", ["x"], ["q"], kernel_shape=[3, 2],
+                              dilations=[2, 3], pads=[1, 1, 1, 1], count_include_pad=1),
+             helper.make_node("ReduceMax", ["b"], ["any"], keepdims=0)]
+    m = _model(nodes, [("x", F, x.shape), ("b", TensorProto.BOOL, b.shape)],
+               [("p", F), ("q", F), ("any", TensorProto.BOOL)], opset=20)
+    _agree(m, {"x": x, "b": b}, rtol=1e-5, atol=1e-6)
+
+
 def test_layer_norm_softmax_logsoftmax_reduce():
     x, s, b = _x(2, 3, 4), _x(3, 4), _x(3, 4)
     nodes = [helper.make_node("LayerNormalization", ["x", "s", "b"], ["ln"], axis=1),

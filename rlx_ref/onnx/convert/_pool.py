@@ -22,9 +22,15 @@ def pool_geometry(dims, kernel, strides, pads, ceil: bool):
     return full, outs
 
 
-def sum_pool_counts(dims, kernel, strides, full, pads, include_pad: bool) -> np.ndarray:
+def window_indices(out: int, k: int, stride: int, dilation: int) -> np.ndarray:
+    """[out, k]: the padded-input position each window tap reads."""
+    return (np.arange(out) * stride)[:, None] + (np.arange(k) * dilation)[None, :]
+
+
+def sum_pool_counts(dims, kernel, strides, dilations, full, pads, include_pad: bool,
+                    outs) -> np.ndarray:
     """How many elements each window averages: in-range ones, plus ONNX's explicit padding
-    when ``include_pad`` (never the rows ceil_mode adds)."""
+    when ``include_pad`` (never the rows ceil_mode adds). Shape ``outs``."""
     ones = np.ones(dims, np.float64)
     spec = [(b, e) for b, e in pads]
     if include_pad:
@@ -33,6 +39,6 @@ def sum_pool_counts(dims, kernel, strides, full, pads, include_pad: bool) -> np.
     else:
         more = list(full)
     ones = np.pad(ones, more, constant_values=0.0)
-    win = np.lib.stride_tricks.sliding_window_view(ones, tuple(kernel))
-    win = win[tuple(slice(None, None, s) for s in strides)]
-    return win.sum(axis=tuple(range(len(dims), 2 * len(dims))))
+    for a, (o, k, s, d) in enumerate(zip(outs, kernel, strides, dilations)):
+        ones = np.take(ones, window_indices(o, k, s, d), axis=a).sum(axis=a + 1)
+    return ones

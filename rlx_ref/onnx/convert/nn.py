@@ -5,7 +5,7 @@ import numpy as np
 
 from ..context import Unmappable, norm_axis
 from . import converts
-from ._pool import pool_geometry, sum_pool_counts
+from ._pool import pool_geometry, sum_pool_counts, window_indices
 
 
 @converts("MatMul")
@@ -147,29 +147,43 @@ def pool(ctx, node, ins, attrs):
         raise Unmappable("the Indices output (RLX's Pool returns values only)")
     kernel = list(attrs.get("kernel_shape"))
     strides = list(attrs.get("strides", [1] * n))
-    if any(d != 1 for d in attrs.get("dilations", [1] * n)):
-        raise Unmappable("dilated pooling (RLX's Pool has no dilation)", "dilations")
+    dil = list(attrs.get("dilations", [1] * n))
     attrs.only("storage_order", (0,), 0)
-    pads = _spatial_pads(ctx, attrs, x, kernel, strides, [1] * n)
+    pads = _spatial_pads(ctx, attrs, x, kernel, strides, dil)
     ceil = attrs.get("ceil_mode", 0)
-    full, outs = pool_geometry(dims[2:], kernel, strides, pads, ceil)
+    span = [(k - 1) * d + 1 for k, d in zip(kernel, dil)]
+    full, outs = pool_geometry(dims[2:], span, strides, pads, ceil)
     is_max = node.op_type == "MaxPool"
-    if n == 1:      # RLX pools are 2-D or 3-D: a 1-D pool runs on [N, C, 1, L]
-        x = ctx.reshape(x, (dims[0], dims[1], 1, dims[2]))
-        kernel, strides, full = [1] + kernel, [1] + strides, [(0, 0)] + full
-    elif n not in (2, 3):
-        raise Unmappable(f"a {n}-D pool (RLX pools are 1-, 2- and 3-D)")
     xp = _explicit_pad(ctx, x, full, -np.inf if is_max else 0.0)
     kind = "Max" if is_max else "Sum"
-    y = ctx.op("Pool", (xp,), kind=kind, kernel_size=tuple(kernel), stride=tuple(strides))
+    if any(d != 1 for d in dil):
+        y = _gather_pool(ctx, xp, kind, outs, kernel, strides, dil)
+    elif n in (1, 2, 3):
+        if n == 1:      # RLX pools are 2-D or 3-D: a 1-D pool runs on [N, C, 1, L]
+            xp = ctx.reshape(xp, ctx.dims(xp)[:2] + (1,) + ctx.dims(xp)[2:])
+        y = ctx.op("Pool", (xp,), kind=kind, kernel_size=tuple([1] * (n == 1) + kernel),
+                   stride=tuple([1] * (n == 1) + strides))
+        y = ctx.reshape(y, tuple(dims[:2]) + tuple(outs))
+    else:
+        raise Unmappable(f"a {n}-D pool (RLX pools are 1-, 2- and 3-D)")
     if lp:
         y = ctx.bin("Pow", y, ctx.like(1.0 / p, y))
     elif not is_max:
         inc = attrs.get("count_include_pad", 0)
-        counts = sum_pool_counts(dims[2:], kernel[-n:], strides[-n:], full[-n:], pads, inc)
-        counts = counts.reshape(ctx.dims(y)[2:]).astype(ctx.dt(y).np)
-        y = ctx.bin("Div", y, ctx.const(counts, ctx.dt(y)))
-    return [ctx.reshape(y, tuple(dims[:2]) + tuple(outs))]
+        counts = sum_pool_counts(dims[2:], kernel, strides, dil, full, pads, inc, outs)
+        y = ctx.bin("Div", y, ctx.const(counts.astype(ctx.dt(y).np), ctx.dt(y)))
+    return [y]
+
+
+def _gather_pool(ctx, xp, kind, outs, kernel, strides, dil):
+    """A dilated pool (RLX's Pool has no dilation): gather every window's taps into their
+    own axes, then reduce them."""
+    taps = []
+    for j, (o, k, s, d) in enumerate(zip(outs, kernel, strides, dil)):
+        axis = 2 + 2 * j
+        xp = ctx.op("Gather", (xp, ctx.const(window_indices(o, k, s, d))), axis=axis)
+        taps.append(axis + 1)
+    return ctx.op("Reduce", (xp,), op=kind, axes=tuple(taps), keep_dim=False)
 
 
 @converts("GlobalAveragePool", "GlobalMaxPool")

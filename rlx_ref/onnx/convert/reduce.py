@@ -44,7 +44,12 @@ def reduce(ctx, node, ins, attrs):
     if axes is None:
         return [ctx.op("StopGradient", (x,))]
     op = _SIMPLE.get(t, "Sum")
+    boolean = ctx.dt(x).is_bool and op in ("Max", "Min")
+    if boolean:     # any / all: RLX reduces numbers, so through u8 and back
+        x = ctx.cast(x, DType.U8)
     y = ctx.op("Reduce", (x,), op=op, axes=tuple(axes), keep_dim=keep)
+    if boolean:
+        y = ctx.cast(y, DType.BOOL)
     if t == "ReduceL2":
         y = ctx.act("Sqrt", y)
     elif t in ("ReduceLogSum", "ReduceLogSumExp"):
