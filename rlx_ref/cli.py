@@ -318,6 +318,10 @@ def main(argv=None) -> int:
                                          "by node (a table; --html for a page)"))
     add_diff_arguments(sub.add_parser("diff", help="find the first node where a backend "
                                       "departs from the oracle"))
+    from .onnx.cli import add_import_arguments, add_tests_arguments
+
+    add_import_arguments(sub.add_parser("import", help="import an ONNX model as text + .npz"))
+    add_tests_arguments(sub.add_parser("onnx-tests", help="run ONNX's node tests"))
     s = sub.add_parser("docs", help="regenerate docs/ops.md, docs/dsl.md and the pictures "
                        "under docs/img/ops/ from the registry")
     s.add_argument("--out", default="docs/ops.md")

@@ -76,13 +76,15 @@ def test_intermediates_reuse_buffers_by_liveness():
     g.set_outputs([y])
     from rlx_ref.runtime.options import CompileOptions, FusionOptions
 
-    exe = NB.compile(g, CompileOptions(fusion_opts=FusionOptions(enable=False)))
-    plan = exe._plans[()]
-    distinct = {id(b) for b in plan.buffer.values()}
-    assert len(plan.buffer) == 11 and len(distinct) <= 2
-    got = exe.run({"x": np.linspace(0, 1, 64, dtype=np.float32)})[0]
     want = rlx_ref.interpret(g, {"x": np.linspace(0, 1, 64, dtype=np.float32)})[0]
-    np.testing.assert_allclose(got, want, rtol=1e-5)
+    for arena in (True, False):     # arena slots or buffers: two addresses in turn
+        exe = NB.compile(g, CompileOptions(fusion_opts=FusionOptions(enable=False),
+                                           memory_plan=arena))
+        plan = exe._plans[()]
+        distinct = {b.ctypes.data for b in plan.buffer.values()}
+        assert len(plan.buffer) == 11 and len(distinct) == 2
+        got = exe.run({"x": np.linspace(0, 1, 64, dtype=np.float32)})[0]
+        np.testing.assert_allclose(got, want, rtol=1e-5)
 
 
 def test_unsupported_kinds_fail_to_compile_listing_every_node():

@@ -18,6 +18,7 @@ nested bodies. ``compile_pipeline`` runs them in order for a backend.
 | ``split_param_invariant`` (param_...)| weight-only closure split off to run once          |
 | ``bind_params`` (param_invariant)    | RLX's param_bindings: Params → Constants           |
 | ``lint_numerics`` (numeric_lint)     | provable NaN/inf constants (analysis only)         |
+| ``plan_memory`` (memory_plan)        | liveness arena offsets and views (analysis only)   |
 | ``check_graph`` (check_graph)        | RLX's static checker: shape, dispatch, fusion, NaN |
 | ``fuse_patterns`` (fuse_patterns)    | RLX's pattern fusions a backend claims natively    |
 | ``fuse_<pattern>`` (fuse_<pattern>)  | one RLX pattern pass each (matmul_bias_act, ...)   |
@@ -36,6 +37,7 @@ from .fuse_patterns import fuse_patterns
 from .legalize import LegalizeError, Offender, find_unsupported, format_legalize_error, legalize
 from .legalize_broadcast import legalize_broadcast
 from .lower_control_flow import lower_control_flow
+from .memory_plan import MemoryPlan, plan_memory
 from .mixed_precision import POLICIES, auto_mixed_precision
 from .numeric_lint import lint_numerics
 from .param_invariant import HoistSplit, bind_params, split_param_invariant
@@ -52,6 +54,7 @@ __all__ = [
     "PASS_BY_NAME",
     "Decomposition",
     "HoistSplit",
+    "MemoryPlan",
     "Diagnostic",
     "LegalizeError",
     "Offender",
@@ -74,6 +77,7 @@ __all__ = [
     "legalize_broadcast",
     "lint_numerics",
     "lower_control_flow",
+    "plan_memory",
     "split_param_invariant",
     "pass_by_name",
     "run_passes",

@@ -107,6 +107,11 @@ class CompileOptions:
     thresholds: ``{name: value}`` overriding the backends' kernel-selection thresholds
     (``rlx-ref variants`` lists them), e.g. ``{"numba-cpu:par_elements": 1}`` so a small
     graph takes the parallel kernels; the compile checks names and floors.
+    memory_plan: place the intermediates in one arena by liveness, with views for
+    Reshape / same-dtype Cast / axis-0 Narrow (``passes/memory_plan.py``); off, each
+    intermediate gets a buffer of its own, shared only by equal size.
+    hoist_param_invariant: compute the weight-only part of the graph once per set of params
+    (RLX's ``split_param_invariant``) instead of on every run.
     """
 
     dce: bool = True
@@ -125,6 +130,8 @@ class CompileOptions:
     param_bindings: dict | None = None
     constant_fold_max_elements: int = 1 << 16
     thresholds: dict = field(default_factory=dict)
+    memory_plan: bool = True
+    hoist_param_invariant: bool = True
 
     def __post_init__(self):
         a = self.arena_alignment
@@ -207,6 +214,12 @@ class CompileOptions:
 
     def with_lint_numerics(self, on: bool = True) -> CompileOptions:
         return self.replace(lint_numerics=on)
+
+    def with_memory_plan(self, on: bool = True) -> CompileOptions:
+        return self.replace(memory_plan=on)
+
+    def with_hoist_param_invariant(self, on: bool = True) -> CompileOptions:
+        return self.replace(hoist_param_invariant=on)
 
     @classmethod
     def coerce(cls, options) -> CompileOptions:

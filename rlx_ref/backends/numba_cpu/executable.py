@@ -1,12 +1,19 @@
 """A compiled Numba CPU graph: a plan of Steps over preallocated buffers.
 
-Planning happens once per set of input shapes: every non-output intermediate gets a
-buffer, reused by liveness (a buffer whose last reader has run is handed to the next node
-of the same dtype and shape). Outputs are new arrays unless the caller has dropped the
-previous run's: that one is written again (nothing else references it), which spares the
-page faults of a fresh large array (~5 ms per 64 MiB, more than many kernels take).
-Constants are decoded once; params are copied by ``set_param``. A plan serves one run at a
-time: concurrent runs each get one from the executable's ``PlanPool``.
+Planning happens once per set of input shapes. With the memory plan on (the default,
+``CompileOptions.memory_plan``), every non-output intermediate is a slice of one arena at
+the offset ``passes/memory_plan.py`` gives it, and Reshape / same-dtype Cast / axis-0
+Narrow of a contiguous value are views instead of kernels. Nested bodies (If, While,
+Scan, CustomFn) keep their own buffers: their loop drivers bind them by shape. With the
+plan off, every intermediate gets a buffer, reused by liveness (a buffer whose last
+reader has run is handed to the next node of the same dtype and element count). Outputs
+are new arrays unless the caller has dropped the previous run's: that one is written
+again (nothing else references it), which spares the page faults of a fresh large array
+(~5 ms per 64 MiB, more than many kernels take). Constants are decoded once; params are
+copied by ``set_param``. A plan serves one run at a time: concurrent runs each get one
+from the executable's ``PlanPool`` (so each has an arena of its own). The weight-only
+prefix of the graph (``split_param_invariant``) runs once per set of params
+(``backends/hoist.py``); the plans run the rest.
 """
 from __future__ import annotations
 
@@ -22,8 +29,11 @@ from ...ir.shape import Dyn
 from ...ops.opdef import RefCtx, get
 from ...runtime.session import CompiledGraph
 from ..base import Executable
-from ..planning import (PlanPool, assign_buffers, contiguous, host_memory_bytes, planning,
-                        specialize)
+from ..hoist import HoistedPrefix, split_for
+from ..planning import (PlanError, PlanPool, assign_buffers, contiguous, host_memory_bytes,
+                        planning, specialize)
+from ...passes.memory_plan import plan_memory
+from ...runtime.options import CompileOptions
 from .. import variants
 from .lowering import LOWERINGS, LowerCtx
 
@@ -35,7 +45,7 @@ class NumbaRunError(RuntimeError):
 class Plan:
     """Steps over buffers for one graph with static shapes."""
 
-    def __init__(self, graph: Graph, options=None):
+    def __init__(self, graph: Graph, options=None, arena: bool = True):
         self.graph = graph
         self.steps = []          # (node, step, input ids)
         self.kernels = {}
@@ -45,7 +55,13 @@ class Plan:
         self.variants = frozenset(chosen)     # kernel variants the steps run
         self.outputs = list(graph.outputs)
         self._spare: dict = {}      # node id -> its output array of the last run
-        self._assign_buffers()
+        self.memory = None          # the MemoryPlan, when the arena is used
+        self.views: dict = {}       # node id -> View (no kernel runs for these)
+        opts = CompileOptions.coerce(options)
+        if arena and opts.memory_plan:
+            self._plan_arena(opts.arena_alignment)
+        else:
+            self._assign_buffers()
         self.prepare()
 
     def _lower(self, graph: Graph, options) -> None:
@@ -76,6 +92,25 @@ class Plan:
             lambda n: n.id not in keep and n.id not in returns,
             lambda dt, dims: np.empty(dims, dt.np), "numba-cpu", reshape=_view)
 
+    def _plan_arena(self, alignment: int) -> None:
+        """One arena per plan (a plan serves one run at a time), sliced per the memory
+        plan; the allocation is over-sized so its first byte can sit on ``alignment``."""
+        returns = {node.id for node, step, _ in self.steps if step.returns}
+        mp = plan_memory(self.graph, [node for node, _, _ in self.steps], returns,
+                         alignment)
+        try:
+            raw = np.empty(mp.arena_bytes + alignment, np.uint8)
+        except MemoryError as e:
+            raise PlanError(f"numba-cpu: cannot allocate the {mp.arena_bytes} B arena of "
+                            f"@{self.graph.name}: {e}") from e
+        start = -raw.ctypes.data % alignment
+        self.arena = raw[start:start + mp.arena_bytes]
+        self.memory, self.views, self.buffer = mp, mp.views, {}
+        for i, s in mp.slots.items():
+            shape = self.graph.nodes[i].shape
+            part = self.arena[s.offset:s.offset + s.nbytes]
+            self.buffer[i] = part.view(shape.dtype.np).reshape(tuple(shape.dims))
+
     def prepare(self) -> None:
         """Precompute the run loop: a list environment indexed by node id, with constants
         and planned buffers already in place, and per step (fn, argument getter, kind,
@@ -93,6 +128,14 @@ class Plan:
         ops = []
         for node, step, ins in self.steps:
             buf = self.buffer.get(node.id)
+            if node.id in self.views:
+                view = _view_fn(self.views[node.id], tuple(node.shape.dims))
+                src = env[ins[0]]
+                if src is not None:     # a slot or constant: the view is fixed, no step
+                    env[node.id] = view(src)
+                else:                   # an input's or param's: made on every run
+                    ops.append((view, _getter(ins), _RETURNS, node.id, None))
+                continue
             if step.returns:
                 kind, out = _RETURNS, None
             elif buf is not None:
@@ -137,6 +180,16 @@ class Plan:
                                 f"  while running: {node}") from e
 
 
+def _view_fn(view, dims: tuple):
+    """source array -> the view's array (what runs instead of the node's kernel)."""
+    if view.how == "reshape":
+        return lambda x: x.reshape(dims)
+    if view.how == "rows":
+        lo, hi = view.start, view.start + view.length
+        return lambda x: x[lo:hi]
+    return lambda x: x
+
+
 def _view(buf: np.ndarray, dims: tuple) -> np.ndarray:
     """A planned buffer as ``dims`` (the same array when the shape already matches)."""
     return buf if buf.shape == dims else buf.reshape(dims)
@@ -163,7 +216,7 @@ class SubPlan:
 
     def __init__(self, body: Graph, options=None):
         self.body = body
-        self.plan = Plan(body, options)
+        self.plan = Plan(body, options, arena=False)
         self.names = [n.attrs.name for n in body.input_nodes()]
         self.kernels = self.plan.kernels            # name -> source
 
@@ -221,9 +274,19 @@ class NumbaExecutable(CompiledGraph, Executable):
         super().__init__(graph)
         self.device = "numba-cpu"
         self.options = options
-        self._pool = PlanPool(lambda key: Plan(specialize(self.graph, dict(key)), options))
-        if not any(isinstance(d, Dyn) for n in graph.nodes for d in n.shape.dims):
-            self._pool.add((), Plan(graph, options))
+        # the weight-only prefix runs once per params (its own plans); the rest per run
+        split = split_for(graph, CompileOptions.coerce(options))
+        self.hoisted = None
+        run_graph = graph
+        if split is not None:
+            prep = PlanPool(lambda key: Plan(split.prepare, options))
+            prep.add((), Plan(split.prepare, options))
+            self._prep_pool = prep
+            self.hoisted = HoistedPrefix(split, lambda params: prep.run((), {}, params))
+            run_graph = split.main
+        self._pool = PlanPool(lambda key: Plan(specialize(run_graph, dict(key)), options))
+        if not any(isinstance(d, Dyn) for n in run_graph.nodes for d in n.shape.dims):
+            self._pool.add((), Plan(run_graph, options))
 
     @property
     def _plans(self) -> dict:
@@ -238,20 +301,29 @@ class NumbaExecutable(CompiledGraph, Executable):
         return self._run_plan(inputs, params, bindings)
 
     def _run_plan(self, inputs: dict, params: dict, bindings: dict) -> list:
+        if self.hoisted is not None:
+            inputs = {**inputs, **self.hoisted.feeds(params)}
         return self._pool.run(tuple(sorted(bindings.items())), inputs, params)
+
+    def _pools(self) -> list:
+        return [self._pool] + ([self._prep_pool] if self.hoisted is not None else [])
 
     def variants_run(self) -> list:
         """The kernel variants (``numba-cpu:...``) of the runs so far, sorted."""
-        return sorted(self._pool.ran)
+        return sorted(set().union(*(pool.ran for pool in self._pools())))
+
+    def memory_plans(self) -> list:
+        """The MemoryPlan of each first plan (the weight-only prefix's last), or []."""
+        return [p.memory for pool in self._pools() for p in pool.plans() if p.memory]
 
     def kernel_sources(self) -> dict:
         out = {}
-        for plan in self._pool.plans():
+        for plan in (p for pool in self._pools() for p in pool.plans()):
             out.update(plan.kernels)
         return out
 
     def step_notes(self) -> list:
         """(node id, kind, note) of every planned step that says how it runs beyond its
         kernels: "compiled loop" or "host loop (why)" for loops, host copies, ..."""
-        return [(node.id, node.kind, step.note) for plan in self._pool.plans()
-                for node, step, _ in plan.steps if step.note]
+        return [(node.id, node.kind, step.note) for pool in self._pools()
+                for plan in pool.plans() for node, step, _ in plan.steps if step.note]
