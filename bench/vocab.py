@@ -67,6 +67,7 @@ def main():
     ap.add_argument("--out", default="docs/benchmarks/vocab")
     a = ap.parse_args()
     rows, targets = {}, {}
+    a.load = [os.getloadavg()[0]]
     for name, target, build in case_list(a.quick):
         if a.only and name not in a.only.split(","):
             continue
@@ -75,6 +76,7 @@ def main():
         rows[name], targets[name] = times, target
         shown = "  ".join(f"{s} {t * 1e3:.2f}ms" if t else f"{s} –" for s, t in times.items())
         print(f"{name:<34} {shown}", flush=True)
+    a.load.append(os.getloadavg()[0])
     write(rows, targets, a)
 
 
@@ -89,7 +91,9 @@ def write(rows: dict, targets: dict, a) -> None:
              f"Medians in ms, one process, {platform.processor() or platform.machine()}, "
              f"{os.cpu_count()} cores{' (quick sizes)' if a.quick else ''}. `×target` = "
              "numba-cpu time / the fastest of the target's peers (below 1 is faster); the "
-             "target column says which peers and the bound.", "",
+             "target column says which peers and the bound. Load average "
+             f"{a.load[0]:.2f} at the start and {a.load[1]:.2f} at the end (other work on "
+             "the machine slows every system, not evenly).", "",
              "| case | " + " | ".join(SYSTEMS) + " | ×target | target | met |",
              "|---" * (len(SYSTEMS) + 4) + "|"]
     ratios, out_json = {}, {}
@@ -111,7 +115,7 @@ def write(rows: dict, targets: dict, a) -> None:
     write_text(out.with_suffix(".md"), "\n".join(lines) + "\n")
     write_text(out.with_suffix(".json"), json.dumps(
         {"machine": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-         "quick": a.quick, "cases": out_json}, indent=1) + "\n")
+         "quick": a.quick, "load_average": a.load, "cases": out_json}, indent=1) + "\n")
     write_text(out.with_suffix(".svg"), bar_chart(ratios, SYSTEMS,
                                                   "time / fastest target peer (log scale)"))
     print("\n".join(lines))
