@@ -46,6 +46,7 @@ TABLE = LoweringTable("numba-cpu", __package__, (
     "lower_splat",
     "lower_sequence",
     "lower_spectral",
+    "lower_kv_histogram",
 ))
 LOWERINGS = TABLE.entries
 
