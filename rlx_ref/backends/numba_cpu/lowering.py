@@ -47,6 +47,7 @@ TABLE = LoweringTable("numba-cpu", __package__, (
     "lower_sequence",
     "lower_spectral",
     "lower_kv_histogram",
+    "lower_spline",
 ))
 LOWERINGS = TABLE.entries
 
