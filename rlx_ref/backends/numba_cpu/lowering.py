@@ -48,6 +48,7 @@ TABLE = LoweringTable("numba-cpu", __package__, (
     "lower_spectral",
     "lower_kv_histogram",
     "lower_spline",
+    "lower_synth",
 ))
 LOWERINGS = TABLE.entries
 
