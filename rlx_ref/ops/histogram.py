@@ -92,8 +92,8 @@ register(OpDef(
         "`e_b = min + b·width`, `width = (max − min)/bins`, except that the top edge is the "
         "next f32 above `max`, so `v == max` lands in the last bucket (as "
         "`numpy.histogram`). The edges are compared in the input's dtype. Values outside "
-        "the range, ±inf and NaN are dropped. The output is a 1-D f32 `[bins]` of counts (exact up to "
-        "2^24 per bucket).",
+        "the range, ±inf and NaN are dropped. The output is a 1-D f32 `[bins]` of counts "
+        "(exact up to 2^24 per bucket).",
     constraints=("C1: x is a float tensor (f32, f64, f16, bf16); the output is f32 [bins].",
                  "C2: bins >= 1.",
                  "C3: min and max are finite and min < max."),
@@ -102,6 +102,6 @@ register(OpDef(
           "and says the CPU kernel is native and other backends lower it to Compare + "
           "Reduce Sum (`LowerHistogram`, documented to match the CPU kernel); the edges "
           "here are that lowering's, f32 arithmetic and the top edge nudged to "
-          "nextafter(max), so a value on an edge goes to the bucket it opens. RLX accepts any payload; bins = 0 and an empty or non-finite range "
-          "are verifier errors here. Non-differentiable (discrete counts), as RLX says.",
+          "nextafter(max), so a value on an edge goes to the bucket it opens. RLX accepts "
+          "any payload; bins = 0 and an empty or non-finite range are verifier errors here. Non-differentiable (discrete counts), as RLX says.",
 ))
