@@ -38,22 +38,22 @@ def _infer(shapes, a):
     return Shape((a.bins,), DType.F32)
 
 
-def edges(a, dtype=np.float32) -> np.ndarray:
-    """The bins + 1 bucket edges as RLX builds them, in f32: `lo_b = min + b·width` with
-    `width = (max − min)/bins`, the top edge the next f32 above `max`; then rounded to
-    the input's dtype (RLX's constants take the input's dtype)."""
+def edges(a) -> np.ndarray:
+    """The bins + 1 bucket edges as RLX builds them, in f32 (returned as f64):
+    `lo_b = min + b·width` with `width = (max − min)/bins`, the top edge the next f32
+    above `max`."""
     f = np.float32
     width = f(f(a.max) - f(a.min)) / f(a.bins)
     lo = f(a.min) + np.arange(a.bins, dtype=f) * width
     top = np.nextafter(f(a.max), f(np.inf))
     e = np.concatenate([lo, [top]]).astype(f)
-    return e.astype(dtype).astype(np.float64)
+    return e.astype(np.float64)
 
 
 def counts(x: np.ndarray, a) -> np.ndarray:
     """Bucket counts in f64: bucket b counts `e_b <= v < e_{b+1}` (NaN compares false)."""
     x = np.asarray(x)
-    e = edges(a, x.dtype)
+    e = edges(a)
     v = x.astype(np.float64).reshape(-1)
     v = v[(v >= e[0]) & (v < e[-1])]
     b = np.searchsorted(e, v, side="right") - 1      # edges ascend: one bucket per value
@@ -91,7 +91,7 @@ register(OpDef(
         "over `[min, max]`: bucket `b` counts `e_b <= v < e_{b+1}` with the f32 edges "
         "`e_b = min + b·width`, `width = (max − min)/bins`, except that the top edge is the "
         "next f32 above `max`, so `v == max` lands in the last bucket (as "
-        "`numpy.histogram`). The edges are compared in the input's dtype. Values outside "
+        "`numpy.histogram`). Values are compared with the f32 edges exactly. Values outside "
         "the range, ±inf and NaN are dropped. The output is a 1-D f32 `[bins]` of counts "
         "(exact up to 2^24 per bucket).",
     constraints=("C1: x is a float tensor (f32, f64, f16, bf16); the output is f32 [bins].",
@@ -102,6 +102,9 @@ register(OpDef(
           "and says the CPU kernel is native and other backends lower it to Compare + "
           "Reduce Sum (`LowerHistogram`, documented to match the CPU kernel); the edges "
           "here are that lowering's, f32 arithmetic and the top edge nudged to "
-          "nextafter(max), so a value on an edge goes to the bucket it opens. RLX accepts "
+          "nextafter(max), so a value on an edge goes to the bucket it opens. That lowering "
+          "builds its edge constants in the input's dtype, so for f16/bf16 the top edge "
+          "rounds back to max and drops `x == max`, against RLX's stated rule; here the "
+          "f32 edges are compared exactly for every dtype (the rule holds). RLX accepts "
           "any payload; bins = 0 and an empty or non-finite range are verifier errors here. Non-differentiable (discrete counts), as RLX says.",
 ))

@@ -2,7 +2,7 @@
 
 KvAppend copies bytes: the cache's `[outer, pos, inner]` prefix and the row are viewed as
 uint8 blocks, so one kernel serves every dtype. Histogram places each value by binary
-search over the oracle's edges (``ops.histogram.edges``, in the input's dtype) and counts
+search over the oracle's f32 edges (``ops.histogram.edges``) and counts
 in int64; f16/bf16 inputs run through exact f32 shadows.
 """
 from __future__ import annotations
@@ -87,7 +87,7 @@ def lower_kv_append(node, ins, ctx) -> Step:
 def lower_histogram(node, ins, ctx) -> Step:
     kernel = _kernel()
     fn = kernel.get("histogram")
-    e = np.ascontiguousarray(edges(node.attrs, ins[0].dtype.np))
+    e = np.ascontiguousarray(edges(node.attrs))
 
     def run(out, x):
         fn(out.reshape(-1), shadow(np.ascontiguousarray(x)), e)
