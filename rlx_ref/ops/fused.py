@@ -16,7 +16,7 @@ from ._fused_def import BLAS_FUSED, register_fused
 from ._fused_emit import form_graph
 from .codec import BOOL, DTYPE, F32, USIZE, ListOf, Optional, attr
 from .elementwise import ACTIVATION_ENUM
-from .opdef import want
+from .opdef import Caps, want
 
 FLOATS = (DType.F32, DType.F64)
 _LIST = ListOf(USIZE)
@@ -83,9 +83,10 @@ register_fused(
     ("C1: three operands: lhs, rhs, residual.",
      "C2: one dtype, f32 or f64.",
      "C3: lhs and rhs obey MatMul's rules; residual has the product's shape."),
-    _samples("matmul_residual"), FLOATS, caps=BLAS_FUSED, rules=_residual_rules,
-    payload="unit",
-    notes="RLX's doc says the output is `[m, n]` and the residual a full `[m, n]` "
+    _samples("matmul_residual"), FLOATS, caps=Caps.BLAS | Caps.FUSION_BOUNDARY,
+    rules=_residual_rules, payload="unit",
+    notes="Caps as RLX's capability.rs: BLAS and FUSION_BOUNDARY, not FUSED (though RLX "
+          "unfuses it on every backend but Metal). RLX's doc says the output is `[m, n]` and the residual a full `[m, n]` "
           "activation; with batched MatMul operands the same rule holds per batch (the "
           "residual has the product's shape). RLX emits it only for Metal and unfuses it "
           "everywhere else; a residual that merely broadcasts is rejected here (the fused "

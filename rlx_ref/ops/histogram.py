@@ -85,7 +85,7 @@ def _samples(rng):
 
 register(OpDef(
     kind="Histogram", family="histogram", attrs=HistogramAttrs, payload="struct", arity=1,
-    caps=Caps.REDUCTION, input_names=("x",), infer=_infer,
+    caps=Caps.NONE, input_names=("x",), infer=_infer,
     check=lambda s, a, o: _check(s, a), reference=_reference,
     doc="Counts the elements of `x` (any shape, read flat) into `bins` equal-width buckets "
         "over `[min, max]`: bucket `b` counts `e_b <= v < e_{b+1}` with the f32 edges "

@@ -195,7 +195,7 @@ _NOTE = ("RLX's kernels are f32 only; here x and the codebook may both be f64 to
 
 register(OpDef(
     kind="SynthMatMul", family=FAMILY, attrs=SynthAttrs, payload="struct", arity=3,
-    caps=Caps.BLAS, input_names=("x", "indices", "codebook"), infer=_infer_mm,
+    caps=Caps.BLAS | Caps.FUSION_BOUNDARY, input_names=("x", "indices", "codebook"), infer=_infer_mm,
     check=lambda s, a, o: _infer_mm(s, a), reference=_ref_mm,
     doc="Matmul against a codebook-synthesized weight: `y [m, n] = x [m, k] · Ŵᵀ` with "
         "`Ŵ[j, kb·entry_dim + t] = codebook[indices[j, kb], t]` (the weight stored "
@@ -207,7 +207,7 @@ register(OpDef(
 
 register(OpDef(
     kind="SynthMatMulBackward", family=FAMILY, attrs=SynthBackwardAttrs, payload="struct",
-    arity=4, caps=Caps.BLAS, input_names=("x", "indices", "codebook", "upstream"),
+    arity=4, input_names=("x", "indices", "codebook", "upstream"),
     infer=_infer_bwd, check=lambda s, a, o: _infer_bwd(s, a), reference=_ref_bwd,
     doc="One gradient of SynthMatMul. `wrt = Dx`: `dx [m, k] = upstream · Ŵ`. `wrt = "
         "Codebook`: `d_codebook [num_entries, entry_dim]`, the blocks of `dŴ = upstreamᵀ · x` "
