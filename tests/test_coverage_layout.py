@@ -176,6 +176,6 @@ def test_html_marks_are_svg_and_rows_carry_what_the_filters_read(tmp_path):
     page = (tmp_path / "docs" / "op-coverage.html").read_text(encoding="utf-8")
     assert '<div id="filters" hidden>' in page          # shown by the script only
     assert '<tr class="op" data-registered="1" data-search="matmul ' in page
-    assert '<tr class="op gap" data-registered="0" data-search="kvappend ' in page
+    assert '<tr class="op gap" data-registered="0" data-search="gaussiansplatrenderbackward ' in page
     assert '<td class="c pass" data-col="ref" data-state="pass"><svg' in page
     assert page.count('<section class="cat">') == 20

@@ -214,7 +214,7 @@ def test_payloads_round_trip_through_the_text_form():
     assert '"eps2":' in text and '"activation":"Gelu"' in text.replace(" ", "")
 
 
-NATIVE_CPU = ("FusedSwiGLU", "GatedResidual", "FusedResidualRmsNorm")
+NATIVE_CPU = ("FusedSwiGLU", "GatedResidual", "FusedResidualRmsNorm", "FusedMatMulResidual")
 
 
 @pytest.mark.parametrize("backend", ["numba-cpu", "opencl", "numba-cuda"])
@@ -235,6 +235,7 @@ def test_every_backend_claims_the_kinds(backend):
     ("GatedResidual", [r(4, 50, 170), r(4, 50, 170), r(4, 1, 170)], {}),
     ("FusedResidualRmsNorm", [r(40, 900), r(40, 900), r(900), r(900), r(900)],
      dict(has_bias=True, eps=1e-6)),
+    ("FusedMatMulResidual", [r(2, 30, 40), r(40, 50), r(2, 30, 50)], {}),
 ])
 def test_native_numba_cpu_kernels_match_the_oracle(kind, arrays, fields):
     from rlx_ref.backends.registry import get_backend

@@ -22,9 +22,11 @@ from ._build import AutodiffError, NodeRuleContext, load_rule_modules
 VJP: dict[str, Callable] = {}
 
 # kinds whose outputs are piecewise constant or integer-valued: no operand gets a gradient
-# (ArgSort and Sample return indices; the Rng kinds read only their operand's shape)
+# (ArgSort and Sample return indices; the Rng kinds read only their operand's shape;
+# Histogram returns counts, non-differentiable in RLX too)
 NON_DIFFERENTIABLE = frozenset({"Compare", "ArgMax", "ArgMin", "TopK", "StopGradient",
-                                "ArgSort", "Sample", "RngNormal", "RngUniform"})
+                                "ArgSort", "Sample", "RngNormal", "RngUniform",
+                                "Histogram"})
 
 
 # operands RLX's backward kinds treat as constants: their rules refuse a gradient for them

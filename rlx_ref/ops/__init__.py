@@ -11,6 +11,7 @@ FAMILIES = (
     "sequence", "spd", "spd_backward",
     "fused", "region_batch",
     "complex", "spectral",
+    "kv_cache", "histogram", "spline", "synth",
 )
 
 

@@ -44,6 +44,11 @@ def matmul_bias_act(e, a, x, w, bias):
     return e.op("Activation", (y,), op=a.activation) if a.activation else y
 
 
+def matmul_residual(e, a, lhs, rhs, residual):
+    """MatMul → Add(residual) (RLX's unfuse of FusedMatMulResidual)."""
+    return e.op("Binary", (e.op("MatMul", (lhs, rhs)), residual), op="Add")
+
+
 def conv_bias_act(e, a, x, w, bias, *residual):
     """Conv → Add(Expand(Reshape(bias, [1, C, 1...]))) → [Add(residual)] → [Activation]."""
     y = e.op("Conv", (x, w), kernel_size=a.kernel_size, stride=a.stride, padding=a.padding,

@@ -31,6 +31,22 @@ def matmul_bias_act(rng):
     ]
 
 
+def matmul_residual(rng):
+    x = np.array([[1, 2], [-3, 0.5]], f32)
+    w = np.array([[1, 0, -1], [0.5, 1, 2]], f32)
+    res = np.array([[0.5, -2, 0], [1, 1, -5]], f32)
+    want = np.array([[2.5, 0, 3], [-1.75, 1.5, -1]], f32)     # x @ w + res by hand
+    return [
+        Sample((x, w, res), None, expect=want, tags=("hand",)),
+        Sample((_r(rng, 2, 3, 4), _r(rng, 4, 5), _r(rng, 2, 3, 5)), None,
+               tags=("batched",)),
+        Sample((_r(rng, 1, 7), _r(rng, 7, 3), _r(rng, 1, 3)), None, tags=("size-1", "prime")),
+        Sample((np.zeros((0, 3), f32), _r(rng, 3, 2), np.zeros((0, 2), f32)), None,
+               tags=("empty",)),
+        Sample((_r(rng, 2, 0), _r(rng, 0, 3), _r(rng, 2, 3)), None, tags=("empty-k",)),
+    ]
+
+
 def conv_bias_act(rng):
     from .fused import FusedConvBiasActAttrs as A
 

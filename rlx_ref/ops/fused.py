@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from ..ir.dtype import DType
 from . import _fused_forms as F
 from ._fused_def import BLAS_FUSED, register_fused
+from ._fused_emit import form_graph
 from .codec import BOOL, DTYPE, F32, USIZE, ListOf, Optional, attr
 from .elementwise import ACTIVATION_ENUM
-from .opdef import want
+from .opdef import Caps, want
 
 FLOATS = (DType.F32, DType.F64)
 _LIST = ListOf(USIZE)
@@ -56,6 +57,40 @@ register_fused(
      "C2: one dtype, f32 or f64.",
      "C3: x and w obey MatMul's rules; bias broadcasts (Expand) to the product's dims."),
     _samples("matmul_bias_act"), FLOATS, caps=BLAS_FUSED)
+
+
+# ── FusedMatMulResidual ───────────────────────────────────────────────────
+
+def _residual_rules(shapes, a):
+    lhs, rhs, res = shapes
+    if not (lhs.is_static and rhs.is_static and res.is_static):
+        return
+    try:
+        g = form_graph(lambda e, _a, x, w, _r: e.op("MatMul", (x, w)), a, shapes)
+    except Exception:   # noqa: BLE001 - the MatMul step's own error is reported by check
+        return
+    prod = g.shape(g.outputs[0])
+    want(res.dims == prod.dims, f"(C3) FusedMatMulResidual residual must have the product's "
+                                f"shape {prod.dims_text()} (a full tensor, not a broadcast "
+                                f"bias), got {res.dims_text()}")
+
+
+register_fused(
+    "FusedMatMulResidual", F.matmul_residual, None, ("lhs", "rhs", "residual"),
+    "`MatMul(lhs, rhs) + residual`: the product, then Binary Add of a residual (skip) "
+    "tensor of the product's full shape. RLX's unfuse is exactly MatMul then Binary Add; "
+    "all MatMul layouts and batch broadcasts apply to lhs and rhs.",
+    ("C1: three operands: lhs, rhs, residual.",
+     "C2: one dtype, f32 or f64.",
+     "C3: lhs and rhs obey MatMul's rules; residual has the product's shape."),
+    _samples("matmul_residual"), FLOATS, caps=Caps.BLAS | Caps.FUSION_BOUNDARY,
+    rules=_residual_rules, payload="unit",
+    notes="Caps as RLX's capability.rs: BLAS and FUSION_BOUNDARY, not FUSED (though RLX "
+          "unfuses it on every backend but Metal). RLX's doc says the output is `[m, n]` and the residual a full `[m, n]` "
+          "activation; with batched MatMul operands the same rule holds per batch (the "
+          "residual has the product's shape). RLX emits it only for Metal and unfuses it "
+          "everywhere else; a residual that merely broadcasts is rejected here (the fused "
+          "epilogue reads a full tensor).")
 
 
 # ── FusedConvBiasAct ──────────────────────────────────────────────────────

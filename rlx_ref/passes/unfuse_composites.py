@@ -18,6 +18,7 @@ _BLOCK = ("MatMul", "Binary", "Expand", "Narrow", "Reshape", "Transpose", "Rope"
           "Attention")
 FORMS = {
     "FusedMatMulBiasAct": (F.matmul_bias_act, ("MatMul", "Expand", "Binary", "Activation")),
+    "FusedMatMulResidual": (F.matmul_residual, ("MatMul", "Binary")),
     "FusedConvBiasAct": (F.conv_bias_act, ("Conv", "Reshape", "Expand", "Binary",
                                            "Activation")),
     "FusedResidualLN": (F.residual_ln, _NORM),

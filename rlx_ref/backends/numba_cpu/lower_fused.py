@@ -1,7 +1,8 @@
 """The fused composites and FKL region kinds (ops/fused, ops/region_batch) on numba-cpu.
 
 FusedSwiGLU, GatedResidual and FusedResidualRmsNorm have native kernels
-(``_fused_kernels``: f64 arithmetic, one rounding). The rest run through their RLX
+(``_fused_kernels``: f64 arithmetic, one rounding); FusedMatMulResidual runs the MatMul
+kernel into the output and adds the residual in place (no product buffer). The rest run through their RLX
 decompositions (passes/unfuse_composites): the pipeline rewrites them into MatMul, Conv,
 Binary, LayerNorm/RmsNorm, Attention, Rope, ElementwiseRegion, Concat and the other
 primitive kinds this backend lowers.
@@ -16,9 +17,10 @@ from ...passes.unfuse_composites import CLAIM_DTYPES, REASON
 from . import _fused_kernels
 from ._reduce_geom import finish, is_parallel, kernel_out, pick, shadow
 from .kernels import compile_kernel
+from .lower_linalg import lower_matmul
 from .lowering import TABLE, Step, lowers
 
-NATIVE = ("FusedSwiGLU", "GatedResidual", "FusedResidualRmsNorm")
+NATIVE = ("FusedSwiGLU", "GatedResidual", "FusedResidualRmsNorm", "FusedMatMulResidual")
 _ONE_ROUNDING = "computed in f64 and rounded once into the output"
 
 for _kind, _dtypes in CLAIM_DTYPES.items():
@@ -87,3 +89,15 @@ def lower_residual_rms(node, ins, ctx) -> Step:
                shadow(beta), rows, d, eps, has_bias)
         finish(out, buf, rounded)
     return Step(run, [kernel])
+
+
+@lowers("FusedMatMulResidual", CLAIM_DTYPES["FusedMatMulResidual"],
+        reason="the MatMul kernel writes the output, the residual is added in place (the "
+               "decomposition's two roundings)")
+def lower_matmul_residual(node, ins, ctx) -> Step:
+    product = lower_matmul(node, ins[:2], ctx)
+
+    def run(out, a, b, res):
+        product.fn(out, a, b)
+        np.add(out, res, out=out)        # residual has the product's shape (C3)
+    return Step(run, product.kernels)

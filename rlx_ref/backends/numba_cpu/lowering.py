@@ -46,6 +46,9 @@ TABLE = LoweringTable("numba-cpu", __package__, (
     "lower_splat",
     "lower_sequence",
     "lower_spectral",
+    "lower_kv_histogram",
+    "lower_spline",
+    "lower_synth",
 ))
 LOWERINGS = TABLE.entries
 
