@@ -408,7 +408,7 @@ def test_pipeline_output_equals_the_oracle_and_reports_each_path():
     assert text.startswith('rlx dispatch report — backend "toy", supported_ops claim=11')
     assert "  host:\n    - Cumsum ×1 nodes (numpy cumsum)" in text
     assert "    - Slice ×1 nodes (decomposed into Constant, Gather)" in text
-    assert text.endswith("  compile-ready: yes")
+    assert text.endswith("  compile-ready: yes\n")
     assert dispatch_report(g, out, backend).compile_ready
 
 

@@ -17,7 +17,8 @@ _INDEX = re.compile(r"ind|idx|label|position|token", re.I)
 
 def random_array(shape, rng: np.random.Generator, role: str = "",
                  spd: bool = False) -> np.ndarray:
-    """A value for a declared Shape: floats ~ N(0, 1); integers in [0, 2]; bools fair
+    """A value for a declared Shape: floats ~ N(0, 1); integers in [1, 3] (never 0: an
+    integer Div or Mod by zero is an error, not a value); bools fair
     coins. ``role`` is the operand name its reader gives it: an index (``indices``,
     ``labels``, ``expert_idx`` ...) gets integral values in [0, 1], valid on any axis of
     length 2 or more, whatever its dtype. With ``spd`` square matrices are made symmetric
@@ -29,7 +30,7 @@ def random_array(shape, rng: np.random.Generator, role: str = "",
     if _INDEX.search(role):
         return rng.integers(0, 2, dims).astype(dt.np)
     if dt.is_int:
-        return rng.integers(0, 3, dims).astype(dt.np)
+        return rng.integers(1, 4, dims).astype(dt.np)
     if dt.is_complex:
         return (rng.standard_normal(dims) + 1j * rng.standard_normal(dims)).astype(dt.np)
     x = rng.standard_normal(dims)

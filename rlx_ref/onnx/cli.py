@@ -17,13 +17,11 @@ def _need_onnx() -> bool:
 
 def import_cli(args) -> int:
     """Write the imported graph's text form, and its params as an .npz beside it."""
-    import io
-
     if not _need_onnx():
         return 2
     import numpy as np
 
-    from .._atomic import write_bytes, write_text
+    from .._atomic import atomic_open, write_text
     from .load import OnnxImportError, import_model
 
     try:
@@ -35,10 +33,9 @@ def import_cli(args) -> int:
     write_text(out, imp.graph.to_text() + "\n")
     print(f"wrote {out} ({len(imp.graph)} nodes)")
     if imp.params:
-        buf = io.BytesIO()
-        np.savez(buf, **imp.params)
         npz = out.with_suffix(".npz")
-        write_bytes(npz, buf.getvalue())
+        with atomic_open(npz) as f:
+            np.savez(f, **imp.params)
         print(f"wrote {npz} ({len(imp.params)} params)")
     return 0
 
