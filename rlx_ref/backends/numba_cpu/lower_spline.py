@@ -76,38 +76,29 @@ def _rows(x: np.ndarray, c: int) -> int:
     return x.size // c if c else 0
 
 
-@lowers("SplineActivation", FLOATS, reason=_ONE)
-def lower_spline(node, ins, ctx) -> Step:
+def _step(node, ins, name: str) -> Step:
+    """The kernel ``name`` over flattened operands (x first), then the grid's geometry."""
     kernel = _kernel()
-    fn = kernel.get("spline_fwd")
+    fn = kernel.get(name)
     centers, inv_h, c, g = _geometry(node, ins)
 
-    def run(out, x, coeff):
+    def run(out, x, *rest):
         if out.size:
-            fn(out.reshape(-1), _flat(x), _flat(coeff), centers, inv_h, _rows(x, c), c, g)
-    return Step(run, [kernel])
-
-
-@lowers("SplineActivationBackwardX", FLOATS, reason=_ONE)
-def lower_spline_bwd_x(node, ins, ctx) -> Step:
-    kernel = _kernel()
-    fn = kernel.get("spline_bwd_x")
-    centers, inv_h, c, g = _geometry(node, ins)
-
-    def run(out, x, coeff, up):
-        if out.size:
-            fn(out.reshape(-1), _flat(x), _flat(coeff), _flat(up), centers, inv_h,
+            fn(out.reshape(-1), _flat(x), *(_flat(r) for r in rest), centers, inv_h,
                _rows(x, c), c, g)
     return Step(run, [kernel])
 
 
+@lowers("SplineActivation", FLOATS, reason=_ONE)
+def lower_spline(node, ins, ctx) -> Step:
+    return _step(node, ins, "spline_fwd")
+
+
+@lowers("SplineActivationBackwardX", FLOATS, reason=_ONE)
+def lower_spline_bwd_x(node, ins, ctx) -> Step:
+    return _step(node, ins, "spline_bwd_x")
+
+
 @lowers("SplineActivationBackwardCoeff", FLOATS, reason=_ONE)
 def lower_spline_bwd_coeff(node, ins, ctx) -> Step:
-    kernel = _kernel()
-    fn = kernel.get("spline_bwd_coeff")
-    centers, inv_h, c, g = _geometry(node, ins)
-
-    def run(out, x, up):
-        if out.size:
-            fn(out.reshape(-1), _flat(x), _flat(up), centers, inv_h, _rows(x, c), c, g)
-    return Step(run, [kernel])
+    return _step(node, ins, "spline_bwd_coeff")
