@@ -16,6 +16,8 @@ def profile_numba(exe, feeds: dict, runs: int = 3) -> dict:
     """kind -> (median seconds per run summed over its steps, step count)."""
     plan = exe._pool.plans()[0]
     params = exe._params
+    if exe.hoisted is not None:     # the weight-only prefix's results feed the main plan
+        feeds = {**feeds, **exe.hoisted.feeds(params)}
     per_run = []
     for _ in range(runs):
         env = plan._template.copy()
