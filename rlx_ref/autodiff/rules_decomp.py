@@ -53,7 +53,7 @@ def _outer(g, col: int, row: int) -> int:
 def vjp_triangular_solve(ctx, dy):
     """X = op(T)⁻¹·B: B̄ = op(T)⁻ᵀ·X̄ (one more solve); op(T)̄ = -B̄·Xᵀ, transposed back
     when op(T) = Tᵀ, and kept on the triangle T is read from."""
-    g, (a, _b) = ctx.g, ctx.x
+    g, a = ctx.g, ctx.x[0]
     lower, trans = bool(ctx.attrs.lower), bool(ctx.attrs.transpose)
     db = _tsolve(g, a, dy, lower, not trans)
     if ctx.in_shapes[1].rank == 1:
