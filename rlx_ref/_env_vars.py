@@ -83,4 +83,7 @@ VARS = (
     V("POCL_CACHE_DIR", "external", "path",
       "PoCL's kernel cache; when unset, rlx_ref points it under its own cache directory",
       stability="external"),
+    V("NO_COLOR", "external", "str",
+      "the no-color.org convention: any non-empty value turns off colours chosen on `auto`",
+      stability="external"),
 )

@@ -190,3 +190,19 @@ def test_cli_explain_reads_a_markdown_page_graph(capsys):
     page = Path(__file__).resolve().parents[1] / "docs/ir.md"
     assert main(["explain", str(page), "--random-inputs", "0"]) == 0
     assert "(ran as [3, 8])" in capsys.readouterr().out       # ?0 bound to DYN_SIZE
+
+
+class _Tty:
+    def isatty(self):
+        return True
+
+
+def test_no_color_turns_off_auto_colour_but_not_always():
+    from rlx_ref import env_registry
+    from rlx_ref.explain.render import use_color
+    with env_registry.overrides(NO_COLOR=""):
+        assert use_color(_Tty(), "auto")
+    with env_registry.overrides(NO_COLOR="1"):
+        assert not use_color(_Tty(), "auto")
+        assert use_color(_Tty(), "always")
+    assert not use_color(_Tty(), "never")

@@ -27,7 +27,7 @@ def add_explain_arguments(p) -> None:
     p.add_argument("--max-iterations", type=int, default=3, metavar="N",
                    help="trace each nested body's first N calls per node (default 3)")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto",
-                   help="ANSI colours (auto: when stdout is a terminal)")
+                   help="ANSI colours (auto: when stdout is a terminal and NO_COLOR is unset)")
     p.set_defaults(fn=_explain)
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 import html
 import sys
 
+from .. import env_registry
+
 TEXT_WIDTH = 96          # op text is cut to this many characters in the table
 
 _ANSI = {"id": "1;36", "kind": "1;33", "shape": "32", "doc": "2", "bad": "1;31",
@@ -11,9 +13,12 @@ _ANSI = {"id": "1;36", "kind": "1;33", "shape": "32", "doc": "2", "bad": "1;31",
 
 
 def use_color(stream=None, mode: str = "auto") -> bool:
-    """Colour when asked (``always``), or on ``auto`` when ``stream`` is a terminal."""
+    """Colour when asked (``always``), or on ``auto`` when ``stream`` is a terminal and
+    ``NO_COLOR`` is unset or empty."""
     if mode in ("always", "never"):
         return mode == "always"
+    if env_registry.get("NO_COLOR"):
+        return False
     stream = stream or sys.stdout
     return bool(getattr(stream, "isatty", lambda: False)())
 
