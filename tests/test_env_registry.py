@@ -14,7 +14,7 @@ from rlx_ref.env_catalog import DOC_PATH, catalog_text, markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 READERS = {"get", "flag", "raw", "set_override", "unset_override"}
-PREFIXES = ("RLX_", "NUMBA_", "PYOPENCL_", "POCL_")  # the names a read may take
+PREFIXES = ("RLX_", "NUMBA_", "PYOPENCL_", "POCL_", "NO_COLOR")  # the names a read may take
 
 
 def test_flag_words_follow_rlx_and_bad_words_are_errors():

@@ -4,7 +4,7 @@ from __future__ import annotations
 import html
 import sys
 
-from .. import env_registry
+from ..env_registry import get
 
 TEXT_WIDTH = 96          # op text is cut to this many characters in the table
 
@@ -17,7 +17,7 @@ def use_color(stream=None, mode: str = "auto") -> bool:
     ``NO_COLOR`` is unset or empty."""
     if mode in ("always", "never"):
         return mode == "always"
-    if env_registry.get("NO_COLOR"):
+    if get("NO_COLOR"):
         return False
     stream = stream or sys.stdout
     return bool(getattr(stream, "isatty", lambda: False)())
