@@ -159,6 +159,18 @@ def test_cli_draws_before_and_after_passes(tmp_path, capsys):
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]   # atomic
 
 
+@NEEDS_DOT
+def test_cli_draws_the_chosen_graph_of_a_file_with_several(tmp_path, capsys):
+    src = tmp_path / "two.rlx"
+    src.write_text(CHAIN + "\n// EXPECT\n" + CHAIN.replace("@chain", "@second"))
+    rc, out, err = _cli(capsys, str(src), "-o", str(tmp_path / "a.svg"))
+    assert rc == 0 and "@chain" in out and "holds 2 graphs" in err
+    rc, out, err = _cli(capsys, str(src), "--graph", "1", "-o", str(tmp_path / "b.svg"))
+    assert rc == 0 and "@second" in out and "@second" in (tmp_path / "b.svg").read_text()
+    rc, out, err = _cli(capsys, str(src), "--graph", "2")
+    assert rc == 2 and "--graph 2 is out of range (0..1)" in err
+
+
 @NEEDS_PACKAGE
 def test_cli_errors_are_messages_not_tracebacks(tmp_path, capsys, monkeypatch):
     src = tmp_path / "chain.rlx"

@@ -2,6 +2,7 @@
 picture (SVG through Graphviz's ``dot``; ``.dot``/``.gv`` writes the DOT source)."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 SOURCE_SUFFIXES = (".dot", ".gv")
@@ -9,7 +10,10 @@ SOURCE_SUFFIXES = (".dot", ".gv")
 
 def add_arguments(p) -> None:
     """The ``rlx-ref draw`` options."""
-    p.add_argument("file", help="a graph in RLX's text form")
+    p.add_argument("file", help="a graph in RLX's text form (a file with several graphs, "
+                   "such as a pass fixture or a Markdown page, gives its first; see "
+                   "--graph), or a Python script with build_graphs(), as examples/*.py")
+    p.add_argument("--graph", type=int, metavar="N", help="which graph of the file (0-based)")
     p.add_argument("-o", "--out", help="where to write the picture: .svg (rendered by "
                    "Graphviz's dot) or .dot/.gv (the DOT source); default FILE.svg")
     p.add_argument("--passes", action="store_true",
@@ -40,11 +44,13 @@ def after_passes(graph, backend: str):
 def run(args) -> int:
     from .._atomic import write_text
     from .._readers import FileInputError, describe_os_error
-    from ..cli import _graph_file
+    from ..explain.feeds import read_graph
     from . import render_svg
     from ._dot import build
 
-    graph = _graph_file(args.file)
+    graph, note, _ = read_graph(args.file, args.graph)
+    if note:
+        print(note, file=sys.stderr)
     if args.passes:
         graph = after_passes(graph, args.backend)
     out = Path(args.out) if args.out else Path(args.file).with_suffix(".svg")
