@@ -42,6 +42,7 @@ TABLE = LoweringTable("cuda", __package__, (
     "lower_quant",
     "lower_quant_dense",
     "lower_quant_int",
+    "lower_random",
     "lower_host",
 ))
 LOWERINGS = TABLE.entries
