@@ -1,0 +1,144 @@
+"""Sort and ArgSort as CUDA kernels: a parallel, stable, bottom-up merge sort per line.
+
+The input is read as a C-contiguous ``[outer, n, inner]`` block; a line is one (outer,
+inner) pair. Its values (f64 for floats, i64 for integers: exact for every dtype here)
+travel with their source indices through ``ceil(log2 n)`` merge passes over scratch
+buffers, one thread per element: an element finds its place in the merged run by a binary
+search of the other run, counting the right run's elements that rank strictly before it
+(for a left element) or the left run's elements that do not rank after it (for a right
+element). Equal values therefore keep input order in both directions (stable, as RLX's
+``sort_by``), and every element of every line moves at once. Ranking is the oracle's:
+NaN above +inf, last ascending and first descending. ArgSort writes indices in the
+output's dtype.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...ir.dtype import DType
+from .device import device_dtype, import_cuda, launch_shape
+from .geometry import read_expr, split3, store_expr
+from .kernels import Launch, array_type, compile_kernel, int_type
+from .lower_reduce import _render
+from .lowering import SIXTEEN_NOTE, Step, lowers
+
+DTYPES = (DType.F32, DType.F64, DType.F16, DType.BF16, DType.I32)
+
+_INIT = '''
+def {name}(v, ix, x, n, inner):
+    e = cuda.grid(1)
+    step = cuda.gridsize(1)
+    while e < v.size:
+        line = e // n
+        k = e - line * n
+        o = line // inner
+        v[e] = {read}
+        ix[e] = k
+        e += step
+'''
+_PASS = '''
+def {name}(dv, di, sv, si, n, width):
+    e = cuda.grid(1)
+    step = cuda.gridsize(1)
+    while e < sv.size:
+        line = e // n
+        k = e - line * n
+        off = line * n
+        lo = (k // (2 * width)) * (2 * width)
+        mid = min(lo + width, n)
+        hi = min(lo + 2 * width, n)
+        v = sv[e]
+        if k < mid:
+            a = mid
+            b = hi
+            while a < b:
+                m = (a + b) // 2
+                w = sv[off + m]
+                if {w_before_v}:
+                    a = m + 1
+                else:
+                    b = m
+            pos = k + a - mid
+        else:
+            a = lo
+            b = mid
+            while a < b:
+                m = (a + b) // 2
+                w = sv[off + m]
+                if not ({v_before_w}):
+                    a = m + 1
+                else:
+                    b = m
+            pos = k - mid + a
+        dv[off + pos] = v
+        di[off + pos] = si[e]
+        e += step
+'''
+_OUT = '''
+def {name}(out, sv, si, n, inner):
+    e = cuda.grid(1)
+    step = cuda.gridsize(1)
+    while e < sv.size:
+        line = e // n
+        k = e - line * n
+        o = line // inner
+        idx = si[e]
+        out[o * n * inner + (line - o * inner) + k * inner] = {store}
+        e += step
+'''
+
+
+def _before(a: str, b: str, desc: bool, is_float: bool) -> str:
+    """``a`` ranks strictly before ``b``: ascending with NaN last, descending NaN first."""
+    if not is_float:
+        return f"{a} {'>' if desc else '<'} {b}"
+    if desc:
+        return f"{b} == {b} and ({a} != {a} or {a} > {b})"
+    return f"{a} == {a} and ({b} != {b} or {a} < {b})"
+
+
+def _launches(src: DType, dst: DType, desc: bool, arg: bool) -> tuple:
+    is_float = src.is_float or src in (DType.F16, DType.BF16)
+    work = np.dtype(np.float64 if is_float else np.int64)
+    i64, wt, it = int_type(), array_type(work), array_type(np.int64)
+    name, source = _render(_INIT, "sortinit", read=read_expr(
+        src, "x[o * n * inner + (line - o * inner) + k * inner]"))
+    init = Launch(compile_kernel(name, source), (wt, it, array_type(device_dtype(src)), i64,
+                                                 i64))
+    name, source = _render(_PASS, "sortpass", w_before_v=_before("w", "v", desc, is_float),
+                           v_before_w=_before("v", "w", desc, is_float))
+    merge = Launch(compile_kernel(name, source), (wt, it, wt, it, i64, i64))
+    value = ("np.float64(idx)" if dst.is_float or dst in (DType.F16, DType.BF16) else "idx") \
+        if arg else "sv[e]"
+    name, source = _render(_OUT, "sortout", store=store_expr(dst, value))
+    out = Launch(compile_kernel(name, source), (array_type(device_dtype(dst)), wt, it, i64,
+                                                i64))
+    return work, init, merge, out
+
+
+@lowers("Sort", DTYPES, reason=SIXTEEN_NOTE)
+@lowers("ArgSort", DTYPES, reason=SIXTEEN_NOTE)
+def lower_sort(node, ins, ctx) -> Step:
+    ax, desc = node.attrs.axis, node.attrs.descending
+    outer, n, inner = split3(ins[0].dims, ax, ax + 1)
+    total = outer * n * inner
+    work, init, merge, fin = _launches(ins[0].dtype, node.shape.dtype, desc,
+                                       node.kind == "ArgSort")
+    scratch: list = []          # two (values, indices) pairs, allocated on the first run
+
+    def run(out, x):
+        if not total:
+            return
+        if not scratch:
+            cuda = import_cuda()
+            scratch.extend(cuda.device_array(total, dt) for dt in (work, np.int64) * 2)
+        sv, si, dv, di = scratch
+        blocks, threads = launch_shape(total)
+        init(blocks, threads, sv, si, x, n, inner)
+        width = 1
+        while width < n:
+            merge(blocks, threads, dv, di, sv, si, n, width)
+            sv, si, dv, di = dv, di, sv, si
+            width *= 2
+        fin(blocks, threads, out, sv, si, n, inner)
+    return Step(run, [init, merge, fin])
