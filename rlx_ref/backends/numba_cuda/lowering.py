@@ -44,6 +44,7 @@ TABLE = LoweringTable("cuda", __package__, (
     "lower_quant_int",
     "lower_random",
     "lower_sort",
+    "lower_kv",
     "lower_host",
 ))
 LOWERINGS = TABLE.entries
