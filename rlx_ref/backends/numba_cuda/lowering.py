@@ -45,6 +45,7 @@ TABLE = LoweringTable("cuda", __package__, (
     "lower_random",
     "lower_sort",
     "lower_kv",
+    "lower_sequence",
     "lower_host",
 ))
 LOWERINGS = TABLE.entries
