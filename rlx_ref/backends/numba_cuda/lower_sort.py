@@ -20,9 +20,9 @@ from .device import device_dtype, import_cuda, launch_shape
 from .geometry import read_expr, split3, store_expr
 from .kernels import Launch, array_type, compile_kernel, int_type
 from .lower_reduce import _render
-from .lowering import SIXTEEN_NOTE, Step, lowers
+from .lowering import FLOATS, INTS, SIXTEEN, SIXTEEN_NOTE, Step, lowers
 
-DTYPES = (DType.F32, DType.F64, DType.F16, DType.BF16, DType.I32)
+DTYPES = FLOATS + SIXTEEN + INTS
 
 _INIT = '''
 def {name}(v, ix, x, n, inner):

@@ -46,6 +46,7 @@ TABLE = LoweringTable("cuda", __package__, (
     "lower_sort",
     "lower_kv",
     "lower_sequence",
+    "lower_conv3d",
     "lower_host",
 ))
 LOWERINGS = TABLE.entries
