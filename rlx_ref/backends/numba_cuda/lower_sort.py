@@ -97,23 +97,40 @@ def _before(a: str, b: str, desc: bool, is_float: bool) -> str:
     return f"{a} == {a} and ({b} != {b} or {a} < {b})"
 
 
-def _launches(src: DType, dst: DType, desc: bool, arg: bool) -> tuple:
-    is_float = src.is_float or src in (DType.F16, DType.BF16)
-    work = np.dtype(np.float64 if is_float else np.int64)
-    i64, wt, it = int_type(), array_type(work), array_type(np.int64)
-    name, source = _render(_INIT, "sortinit", read=read_expr(
-        src, "x[o * n * inner + (line - o * inner) + k * inner]"))
-    init = Launch(compile_kernel(name, source), (wt, it, array_type(device_dtype(src)), i64,
-                                                 i64))
-    name, source = _render(_PASS, "sortpass", w_before_v=_before("w", "v", desc, is_float),
-                           v_before_w=_before("v", "w", desc, is_float))
-    merge = Launch(compile_kernel(name, source), (wt, it, wt, it, i64, i64))
-    value = ("np.float64(idx)" if dst.is_float or dst in (DType.F16, DType.BF16) else "idx") \
-        if arg else "sv[e]"
-    name, source = _render(_OUT, "sortout", store=store_expr(dst, value))
-    out = Launch(compile_kernel(name, source), (array_type(device_dtype(dst)), wt, it, i64,
-                                                i64))
-    return work, init, merge, out
+class LineSort:
+    """The merge sort of the lines of ``src`` values, into (values, indices) scratch."""
+
+    def __init__(self, src: DType, desc: bool):
+        is_float = src.is_float or src in (DType.F16, DType.BF16)
+        self.work = np.dtype(np.float64 if is_float else np.int64)
+        i64, wt, it = int_type(), array_type(self.work), array_type(np.int64)
+        name, source = _render(_INIT, "sortinit", read=read_expr(
+            src, "x[o * n * inner + (line - o * inner) + k * inner]"))
+        self.init = Launch(compile_kernel(name, source),
+                           (wt, it, array_type(device_dtype(src)), i64, i64))
+        name, source = _render(_PASS, "sortpass",
+                               w_before_v=_before("w", "v", desc, is_float),
+                               v_before_w=_before("v", "w", desc, is_float))
+        self.merge = Launch(compile_kernel(name, source), (wt, it, wt, it, i64, i64))
+        self.launches = [self.init, self.merge]
+        self._scratch: list = []        # two (values, indices) pairs, made on first use
+
+    def __call__(self, x, total: int, n: int, inner: int) -> tuple:
+        """Sort ``x``'s lines; the sorted (values, source indices), line-major ``[line,
+        n]``."""
+        if not self._scratch:
+            cuda = import_cuda()
+            self._scratch.extend(cuda.device_array(total, dt)
+                                 for dt in (self.work, np.int64) * 2)
+        sv, si, dv, di = self._scratch
+        blocks, threads = launch_shape(total)
+        self.init(blocks, threads, sv, si, x, n, inner)
+        width = 1
+        while width < n:
+            self.merge(blocks, threads, dv, di, sv, si, n, width)
+            sv, si, dv, di = dv, di, sv, si
+            width *= 2
+        return sv, si
 
 
 @lowers("Sort", DTYPES, reason=SIXTEEN_NOTE)
@@ -122,23 +139,19 @@ def lower_sort(node, ins, ctx) -> Step:
     ax, desc = node.attrs.axis, node.attrs.descending
     outer, n, inner = split3(ins[0].dims, ax, ax + 1)
     total = outer * n * inner
-    work, init, merge, fin = _launches(ins[0].dtype, node.shape.dtype, desc,
-                                       node.kind == "ArgSort")
-    scratch: list = []          # two (values, indices) pairs, allocated on the first run
+    dst = node.shape.dtype
+    lines = LineSort(ins[0].dtype, desc)
+    value = ("np.float64(idx)" if dst.is_float or dst in (DType.F16, DType.BF16) else "idx") \
+        if node.kind == "ArgSort" else "sv[e]"
+    name, source = _render(_OUT, "sortout", store=store_expr(dst, value))
+    i64 = int_type()
+    fin = Launch(compile_kernel(name, source),
+                 (array_type(device_dtype(dst)), array_type(lines.work),
+                  array_type(np.int64), i64, i64))
 
     def run(out, x):
-        if not total:
-            return
-        if not scratch:
-            cuda = import_cuda()
-            scratch.extend(cuda.device_array(total, dt) for dt in (work, np.int64) * 2)
-        sv, si, dv, di = scratch
-        blocks, threads = launch_shape(total)
-        init(blocks, threads, sv, si, x, n, inner)
-        width = 1
-        while width < n:
-            merge(blocks, threads, dv, di, sv, si, n, width)
-            sv, si, dv, di = dv, di, sv, si
-            width *= 2
-        fin(blocks, threads, out, sv, si, n, inner)
-    return Step(run, [init, merge, fin])
+        if total:
+            sv, si = lines(x, total, n, inner)
+            blocks, threads = launch_shape(total)
+            fin(blocks, threads, out, sv, si, n, inner)
+    return Step(run, lines.launches + [fin])

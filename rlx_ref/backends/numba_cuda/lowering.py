@@ -43,6 +43,7 @@ TABLE = LoweringTable("cuda", __package__, (
     "lower_quant_dense",
     "lower_quant_int",
     "lower_random",
+    "lower_sample",
     "lower_sort",
     "lower_kv",
     "lower_sequence",
