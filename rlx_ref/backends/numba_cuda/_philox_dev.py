@@ -1,10 +1,11 @@
 """RLX's Philox4x32-10 (``ops/_philox.py``) as CUDA device functions.
 
 All arithmetic is u64 with u64 constants (a signed operand would promote to float64), so
-the words are bit-exact with the oracle on the GPU and in the simulator. The float helpers
-multiply two f32 values in f64 (exact: 24 + 24 bits) and round once, so NVVM cannot
-contract an f32 multiply and the following add into one fused multiply-add, which would
-round differently from the oracle's separate f32 operations.
+the words are bit-exact with the oracle on the GPU and in the simulator. ``_mul32`` is an f32
+product with an explicit rounding mode (libdevice's ``fmul_rn``, PTX ``mul.rn.f32``), which
+NVVM and ptxas never contract with the following add into a fused multiply-add: that would
+round once where the oracle's separate f32 operations round twice. (A product taken in f64
+and rounded is folded back into a plain f32 multiply by NVVM, then fused.)
 """
 import numpy as np
 from numba import cuda
@@ -66,7 +67,15 @@ def _unit24(w):
     return np.float32(w >> _S8) * _INV24
 
 
-@cuda.jit(**_DJ)
-def _mul32(a, b):
-    """``a * b`` of two f32 values rounded to f32, never fused with a later add."""
-    return np.float32(np.float64(a) * np.float64(b))
+if simulator_active():
+    @cuda.jit(**_DJ)
+    def _mul32(a, b):
+        """``a * b`` of two f32 values rounded to f32 (numpy's f32 product)."""
+        return np.float32(a) * np.float32(b)
+else:
+    from numba.cuda import libdevice
+
+    @cuda.jit(**_DJ)
+    def _mul32(a, b):
+        """``a * b`` of two f32 values rounded to f32, never fused with a later add."""
+        return libdevice.fmul_rn(np.float32(a), np.float32(b))
