@@ -4,6 +4,7 @@ conformance cases and some larger shapes make compiles to PTX for cc 9.0, and on
 simulator they match the oracle at shapes past the cases' (grid-stride loops, several
 merge passes, many lanes): bit for bit where the oracle's contract is exact."""
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -16,8 +17,6 @@ try:
 except ImportError:
     pytest.skip("numba-cuda is not installed (pip install 'numba-cuda[cu13]')",
                 allow_module_level=True)
-
-import os
 
 from rlx_ref.backends.registry import get_backend
 
