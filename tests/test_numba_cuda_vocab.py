@@ -189,3 +189,28 @@ def test_summing_kinds_match_the_oracle_on_the_simulator():
                   s=normal(2, 3, 5, 5))
     ''')
     assert all(v["err"] < 1e-5 for v in out.values()), out
+
+
+def test_results_do_not_depend_on_the_launch_shape():
+    out = _sim('''
+        from rlx_ref.backends.numba_cuda import device
+        device.SIM_THREADS, device.SIM_MAX_BLOCKS = 5, 3      # odd grids: the strides differ
+        F32 = rlx_ref.DType.F32
+        check("uniform", lambda g: g.op("RngUniform", [], low=0.0, high=1.0, key=9,
+              shape=rlx_ref.Shape((7, 13), F32)))
+        check("normal", lambda g: g.op("RngNormal", [], mean=0.0, scale=1.0, key=9,
+              shape=rlx_ref.Shape((5, 11), F32)))
+        x = np.round(normal(3, 37) * 2).astype(np.float32)
+        check("argsort", lambda g: g.op("ArgSort", [g.input("x", [3, 37])], axis=1,
+              descending=True), x=x)
+        check("sample", lambda g: g.op("Sample", [g.input("x", [3, 37])], top_k=9,
+              top_p=0.6, temperature=0.5, seed=5, shape=rlx_ref.Shape((3,), F32)), x=x)
+        check("s6", lambda g: g.op("SelectiveScan", [g.input("x", [1, 4, 23]),
+              g.input("d", [1, 4, 23]), g.input("a", [23, 3]), g.input("b", [1, 4, 3]),
+              g.input("c", [1, 4, 3])], state_size=3), x=normal(1, 4, 23),
+              d=np.abs(normal(1, 4, 23)) * 0.1, a=-np.abs(normal(23, 3)), b=normal(1, 4, 3),
+              c=normal(1, 4, 3))
+    ''')
+    err = out.pop("s6")["err"]
+    assert err < 1e-5, err
+    assert {k: v["bits"] for k, v in out.items()} == {k: True for k in out}, out
