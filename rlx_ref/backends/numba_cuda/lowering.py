@@ -42,6 +42,12 @@ TABLE = LoweringTable("cuda", __package__, (
     "lower_quant",
     "lower_quant_dense",
     "lower_quant_int",
+    "lower_random",
+    "lower_sample",
+    "lower_sort",
+    "lower_kv",
+    "lower_sequence",
+    "lower_conv3d",
     "lower_host",
 ))
 LOWERINGS = TABLE.entries
