@@ -48,6 +48,7 @@ TABLE = LoweringTable("cuda", __package__, (
     "lower_kv",
     "lower_sequence",
     "lower_conv3d",
+    "lower_spectral",
     "lower_host",
 ))
 LOWERINGS = TABLE.entries
