@@ -94,7 +94,8 @@ def test_conformance_cases_lower_to_many_distinct_kernels():
             "rope", "conv", "convt", "pool", "im2col", "arg", "topk", "colnorm", "batchnorm",
             "gatherel", "gathernd", "scatinit", "scatter", "scatfin", "rnguni", "rngnorm",
             "sortinit", "sortpass", "sortout", "smpscale", "smpdraw", "kvappend", "conv3d",
-            "interp3d", "s6", "ssd", "gdn"} <= families
+            "interp3d", "s6", "ssd", "gdn", "fftload", "fftstage", "fftout",
+            "fftbfly"} <= families
     assert len(launches) > 300
 
 
