@@ -49,6 +49,8 @@ TABLE = LoweringTable("cuda", __package__, (
     "lower_sequence",
     "lower_conv3d",
     "lower_spectral",
+    "lower_mel",
+    "lower_complex",
     "lower_host",
 ))
 LOWERINGS = TABLE.entries
