@@ -1,9 +1,9 @@
-"""The CUDA kernels of the spectral kinds (Fft, FftButterflyStage): declared native, every
-kernel their conformance cases and some larger transforms make compiles to PTX for cc 9.0,
-and on the simulator (no fused multiply-adds there) Fft gives numba-cpu's bits, since both
-run the same f64 operations in the same order, at lengths past the cases' (many stages,
-Bluestein on several rows, every layout and norm), for any launch grid; FftButterflyStage
-gives the oracle's."""
+"""The CUDA kernels of the spectral and complex kinds: declared native, every kernel their
+conformance cases and some larger transforms make compiles to PTX for cc 9.0, and on the
+simulator (no fused multiply-adds there) Fft and the LogMel pair give numba-cpu's bits,
+since both run the same f64 operations in the same order, at shapes past the cases' (many
+stages, Bluestein on several rows, every layout and norm), for any launch grid; the f32
+kinds (FftButterflyStage, the complex trio) give the oracle's."""
 import json
 import os
 import subprocess
@@ -21,7 +21,8 @@ except ImportError:
 
 from rlx_ref.backends.registry import get_backend
 
-KINDS = ("Fft", "FftButterflyStage")
+KINDS = ("Fft", "FftButterflyStage", "LogMel", "LogMelBackward", "ComplexNormSq",
+         "ComplexNormSqBackward", "Conjugate")
 SIM_ENV = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONWARNINGS": "ignore"}
 
 
@@ -54,7 +55,8 @@ def test_kernels_compile_to_ptx_for_cc90():
         for ln in launches_of(backend, graph):
             seen.setdefault(ln.key(), ln)
             kinds.add(ln.kernel.name.split("_")[0])
-    assert {"fftload", "fftstage", "fftmid", "fftout", "fftbfly"} <= kinds
+    assert {"fftload", "fftstage", "fftmid", "fftout", "fftbfly", "melnrg", "melout",
+            "meldlog", "melgrad", "cnormsq", "conj", "cnormsqbwd"} <= kinds
     result = compile_launches(list(seen.values()), cc=(9, 0))
     assert result["kernels"] + result["cached"] == len(seen)
     assert all(_DONE[key + ((9, 0),)][0] > 0 for key in seen)
@@ -91,6 +93,29 @@ def fft(name, dims, dtype, inverse=False, norm="Backward"):
                  "err": float(np.abs(got[ok] - want[ok]).max(initial=0)) / scale,
                  "nan": bool((np.isnan(got) == nan).all())}
 
+def mel(name, rows, n_fft, n_mels):
+    ext, bins = 2 * n_fft, n_fft // 2 + 1
+    g = rlx_ref.Graph(name)
+    spec, filt = g.input("spec", [rows, ext]), g.input("filt", [n_mels, bins])
+    lm = g.op("LogMel", [spec, filt])
+    g.set_outputs([lm, g.op("LogMelBackward", [spec, filt, g.input("dy", [rows, n_mels])])])
+    x = rng.standard_normal((rows, ext)).astype(np.float32)
+    x[0] = 0.0                                      # a silent frame: every mel clamps
+    x[1, :3] = [np.nan, 0.0, 0.0]                   # a NaN energy stays live
+    f = np.abs(rng.standard_normal((n_mels, bins))).astype(np.float32)
+    f[:, ::3] = 0.0
+    feeds = {"spec": x, "filt": f, "dy": rng.standard_normal((rows, n_mels)).astype(np.float32)}
+    got, ref = cuda.compile(g).run(feeds), cpu.compile(g).run(feeds)
+    want = rlx_ref.interpret(g, feeds)
+    for i, part in enumerate(("fwd", "bwd")):
+        nan = np.isnan(ref[i])
+        ok = np.isfinite(want[i]) & np.isfinite(got[i])
+        scale = max(1.0, float(np.abs(want[i][ok]).max(initial=0)))
+        out[f"{name}_{part}"] = {
+            "bits": got[i][~nan].tobytes() == ref[i][~nan].tobytes(),
+            "err": float(np.abs(got[i][ok] - want[i][ok]).max(initial=0)) / scale,
+            "nan": bool((np.isnan(got[i]) == nan).all())}
+
 def cases():
     fft("pow2_f32", [3, 512], "f32")
     fft("pow2_f64_fwd_inv", [2, 3, 128], "f64", True, "Forward")
@@ -100,6 +125,7 @@ def cases():
     fft("c64_blue", [3, 45], "c64", True)
     fft("c64_one", [5, 1], "c64", True, "Forward")
     fft("f32_one", [3, 2], "f32")
+    mel("mel", 7, 64, 10)
 '''
 
 
@@ -116,6 +142,7 @@ def _check_fft(out: dict) -> None:
     assert {k: v["nan"] for k, v in out.items()} == {k: True for k in out}, out
     worst = {k: v["err"] for k, v in out.items()}
     assert all(e < (1e-12 if "f64" in k else 1e-5) for k, e in worst.items()), worst
+    assert {"mel_fwd", "mel_bwd", "c64_blue", "pow2_f32"} <= set(out)
 
 
 def test_fft_gives_numba_cpus_bits_on_the_simulator():
@@ -148,5 +175,27 @@ def test_butterfly_stage_matches_the_oracle_bit_for_bit_on_the_simulator():
         stage("s3", 2, 48, 3)
         device.SIM_THREADS, device.SIM_MAX_BLOCKS = 5, 3
         stage("last_odd_grid", 3, 32, 4)
+    ''')
+    assert out == {k: True for k in out}, out
+
+
+def test_complex_kinds_match_the_oracle_bit_for_bit_on_the_simulator():
+    out = _sim('''
+        z = (rng.standard_normal((5, 67)) + 1j * rng.standard_normal((5, 67))).astype(
+            np.complex64)
+        z.reshape(-1)[:4] = [complex(np.nan, 1), complex(np.inf, -0.0), complex(3e19, 2),
+                             complex(-0.0, 0.0)]
+        gz = rng.standard_normal((5, 67)).astype(np.float32)
+        for kind, extra in (("ComplexNormSq", ()), ("Conjugate", ()),
+                            ("ComplexNormSqBackward", ("g",))):
+            g = rlx_ref.Graph(kind)
+            ins = [g.input("z", [5, 67], "c64")] + [g.input(n, [5, 67]) for n in extra]
+            g.set_outputs([g.op(kind, ins)])
+            feeds = {"z": z, "g": gz} if extra else {"z": z}
+            got = cuda.compile(g).run(feeds)[0]
+            want = rlx_ref.interpret(g, feeds)[0]
+            nan = np.isnan(want)
+            out[kind] = (got.dtype == want.dtype and bool((np.isnan(got) == nan).all())
+                         and got[~nan].tobytes() == want[~nan].tobytes())
     ''')
     assert out == {k: True for k in out}, out
