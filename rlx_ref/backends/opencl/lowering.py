@@ -47,6 +47,7 @@ TABLE = LoweringTable("opencl", __package__, (
     "lower_fused",
     "lower_quant",
     "lower_quant_int",
+    "lower_random",
     "lower_host",           # last: declares every kind still without a kernel
 ))
 LOWERINGS = TABLE.entries
