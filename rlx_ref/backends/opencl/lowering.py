@@ -48,6 +48,7 @@ TABLE = LoweringTable("opencl", __package__, (
     "lower_quant",
     "lower_quant_int",
     "lower_random",
+    "lower_sort",
     "lower_host",           # last: declares every kind still without a kernel
 ))
 LOWERINGS = TABLE.entries
