@@ -49,6 +49,7 @@ TABLE = LoweringTable("opencl", __package__, (
     "lower_quant_int",
     "lower_random",
     "lower_sort",
+    "lower_kv",
     "lower_host",           # last: declares every kind still without a kernel
 ))
 LOWERINGS = TABLE.entries
