@@ -184,3 +184,20 @@ def test_sample_nan_reaching_a_sort_is_an_error():
     g = single_op_graph("Sample", a, [x], Shape((2,), DType.F32))
     with pytest.raises(Exception, match="NaN logits or probabilities reach a sort"):
         _device_run(g, {"x0": x})
+
+
+@SPLITS
+@pytest.mark.parametrize("n", [2, 32, 1024, 100])      # direct, Stockham stages, direct
+def test_fft_layouts_norms_and_lengths(n, gpu_shaped):
+    rng = np.random.default_rng(8)
+    z = rng.standard_normal((3, n)) + 1j * rng.standard_normal((3, n))
+    inputs = {"f64": np.concatenate([z.real, z.imag], 1),
+              "f32": np.concatenate([z.real, z.imag], 1).astype(np.float32),
+              "c64": z.astype(np.complex64)}
+    for dt, x in inputs.items():
+        tol = 1e-9 if dt == "f64" else 2e-5
+        for inverse, norm in ((False, "Backward"), (True, "Forward"), (True, "Ortho")):
+            a = _attrs("Fft", inverse=inverse, norm=norm)
+            got, want = _run("Fft", a, [x], gpu_shaped=gpu_shaped)
+            scale = np.abs(want).max()
+            np.testing.assert_allclose(got, want, rtol=0, atol=tol * scale * np.log2(2 * n))

@@ -53,6 +53,7 @@ TABLE = LoweringTable("opencl", __package__, (
     "lower_kv",
     "lower_conv3d",
     "lower_sequence",
+    "lower_fft",
     "lower_host",           # last: declares every kind still without a kernel
 ))
 LOWERINGS = TABLE.entries
