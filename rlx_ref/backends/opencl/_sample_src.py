@@ -8,11 +8,11 @@ the node's error code, as RLX's sort panics. The draw is word ``b`` of the Philo
 """
 from __future__ import annotations
 
+from ...ops import _philox
 from ...ops._sample_row import TINY
 from ._linalg_cl import named
 from ._random_src import _PHILOX
 from ._sort_src import RUN
-from ...ops import _philox
 
 _SRC = """
 inline int sb_{name}(float a, float b, int desc) {{ return desc ? a > b : a < b; }}

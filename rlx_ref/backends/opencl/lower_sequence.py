@@ -10,7 +10,6 @@ import math
 
 import numpy as np
 
-from ...ir.dtype import DType
 from . import memory
 from ._sequence_src import (
     gated_delta_net_source,

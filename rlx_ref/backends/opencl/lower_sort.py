@@ -10,7 +10,6 @@ import math
 
 import numpy as np
 
-from ...ir.dtype import DType
 from . import memory
 from ._sort_src import BUF, CMP, sort_source
 from .launch import bind_1d, scalar
