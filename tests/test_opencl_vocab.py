@@ -84,8 +84,8 @@ def _sort_data(dt: str, shape, seed):
     return x
 
 
-@SPLITS
-@pytest.mark.parametrize("dt", SORT_DTYPES)
+@pytest.mark.parametrize("dt,gpu_shaped", [(d, False) for d in SORT_DTYPES]
+                         + [(d, True) for d in ("u8", "bf16", "f64")])
 def test_sort_and_argsort_every_dtype(dt, gpu_shaped):
     x = _sort_data(dt, (3, 41, 5), 1)
     for kind in ("Sort", "ArgSort"):
@@ -96,10 +96,13 @@ def test_sort_and_argsort_every_dtype(dt, gpu_shaped):
                 _bits(got, want)
 
 
-def test_sort_long_lines_merge_many_runs():
-    x = _sort_data("f32", (2, 1000), 3)
+@SPLITS
+@pytest.mark.parametrize("n", [1000, 3000])     # GPU split: bitonic in local memory, merge
+def test_sort_long_lines(n, gpu_shaped):
+    x = _sort_data("f32", (2, n), 3)
     for kind in ("Sort", "ArgSort"):
-        got, want = _run(kind, _attrs(kind, axis=1, descending=True), [x])
+        got, want = _run(kind, _attrs(kind, axis=1, descending=True), [x],
+                         gpu_shaped=gpu_shaped)
         _bits(got, want)
 
 

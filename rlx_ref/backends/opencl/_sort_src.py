@@ -86,6 +86,59 @@ __kernel void {name}(__global {bt}* out, __global const {bt}* x, __global {ct}* 
 """
 
 
+# GPU style: one work-group per line, a bitonic network over (value, index) pairs in local
+# memory. Ties are broken by the source index, so the order is total and the network's
+# result is exactly the stable sort; pad slots (index >= n) rank after every element.
+_GROUP = """
+inline int before_{name}({ct} a, {ct} b) {{ return {before}; }}
+
+inline int prec_{name}({ct} a, int ia, {ct} b, int ib, const int n)
+{{
+    if (ia >= n || ib >= n) return ia < ib;
+    return before_{name}(a, b) || (!before_{name}(b, a) && ia < ib);
+}}
+
+__kernel void {name}(__global {bt}* out, __global const {bt}* x, const long n_,
+                     const long inner)
+{{
+    __local {ct} v[{np}];
+    __local int ai[{np}];
+    const long line = get_group_id(0);
+    const int lid = get_local_id(0), lsz = get_local_size(0), n = (int)n_;
+    const long base = (line / inner) * n_ * inner + line % inner;
+    for (int k = lid; k < {np}; k += lsz) {{
+        v[k] = k < n ? {load} : 0;
+        ai[k] = k;
+    }}
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int k = 2; k <= {np}; k <<= 1) {{
+        for (int j = k >> 1; j > 0; j >>= 1) {{
+            for (int t = lid; t < {np} / 2; t += lsz) {{
+                const int i = (t / j) * 2 * j + t % j, l = i + j;
+                const int up = (i & k) == 0;
+                const int swap = up ? prec_{name}(v[l], ai[l], v[i], ai[i], n)
+                                    : prec_{name}(v[i], ai[i], v[l], ai[l], n);
+                if (swap) {{
+                    const {ct} tv = v[i]; v[i] = v[l]; v[l] = tv;
+                    const int ti = ai[i]; ai[i] = ai[l]; ai[l] = ti;
+                }}
+            }}
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }}
+    }}
+    for (int k = lid; k < n; k += lsz) {{
+        const long o = base + k * inner;
+        {store}
+    }}
+}}
+"""
+
+
+def group_pad(n: int) -> int:
+    """The bitonic network's width for lines of ``n``: the next power of two (>= 2)."""
+    return max(2, 1 << max(0, n - 1).bit_length())
+
+
 def _load(dt: DType) -> str:
     idx = "x[base + k * inner]"
     if dt is DType.F16:
@@ -93,6 +146,10 @@ def _load(dt: DType) -> str:
     if dt is DType.BF16:
         return f"rlx_bf16_load({idx})"
     return f"({CMP[dt]}){idx}"
+
+
+def _load_at(dt: DType, k: str) -> str:
+    return _load(dt).replace("base + k * inner", f"base + (long){k} * inner")
 
 
 def _store_index(dt: DType) -> str:
@@ -109,4 +166,14 @@ def sort_source(dt: DType, descending: bool, arg: bool) -> tuple[str, str]:
     text = _SRC.format(name="{name}", ct=CMP[dt], bt=BUF[dt], run=RUN, load=_load(dt),
                        before=_BEFORE[(dt in FLOATS, descending)], store=store)
     name = named("argsort" if arg else "sort", text)
+    return name, text.replace("{name}", name)
+
+
+def sort_group_source(dt: DType, descending: bool, arg: bool, width: int) -> tuple[str, str]:
+    """(name, source) of the work-group bitonic sort of lines padded to ``width``."""
+    store = _store_index(dt) if arg else "out[o] = x[base + (long)ai[k] * inner];"
+    text = _GROUP.format(name="{name}", ct=CMP[dt], bt=BUF[dt], np=width,
+                         load=_load_at(dt, "k"), before=_BEFORE[(dt in FLOATS, descending)],
+                         store=store)
+    name = named("argsort_wg" if arg else "sort_wg", text)
     return name, text.replace("{name}", name)
