@@ -190,7 +190,7 @@ def test_sample_nan_reaching_a_sort_is_an_error():
 
 
 @SPLITS
-@pytest.mark.parametrize("n", [2, 32, 1024, 100])      # direct, Stockham stages, direct
+@pytest.mark.parametrize("n", [2, 32, 1024, 60, 100, 1000])   # direct, stages, Bluestein
 def test_fft_layouts_norms_and_lengths(n, gpu_shaped):
     rng = np.random.default_rng(8)
     z = rng.standard_normal((3, n)) + 1j * rng.standard_normal((3, n))

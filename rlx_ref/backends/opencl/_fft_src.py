@@ -112,3 +112,65 @@ def stage_source(dt: DType, acc: str, first: bool, last: bool) -> tuple[str, str
                          store0=s0, store1=s1)
     name = named("fft_stage", text)
     return name, text.replace("{name}", name)
+
+
+# Bluestein (chirp-z) for other long rows: a = x·w (w[j] = exp(sign·iπ·j²/N), j < N, zero
+# padded to M = 2^m >= 2N - 1), A = FFT_M(a), C = A·B (B = FFT_M of the conjugate chirp,
+# from the host), c = IFFT_M(C) by the same stages with the opposite sign, X[k] = w[k]·c[k]/M.
+_CHIRP_IN = """
+__kernel void {name}(__global {at}* out, __global const {b}* x, __global const {at}* w,
+                     const long rows, const long n, const long m)
+{{
+    const long o = get_global_id(0);
+    if (o >= rows * m) return;
+    const long r = o / m, j = o % m;
+    {at} re = 0, im = 0;
+    if (j < n) {{
+        const {at} xr = {xr}, xi = {xi}, c = w[2 * j], s = w[2 * j + 1];
+        re = xr * c - xi * s;
+        im = xr * s + xi * c;
+    }}
+    out[2 * o] = re;
+    out[2 * o + 1] = im;
+}}
+"""
+
+_POINTWISE = """
+__kernel void {name}(__global {at}* a, __global const {at}* bf, const long rows, const long m)
+{{
+    const long o = get_global_id(0);
+    if (o >= rows * m) return;
+    const long j = o % m;
+    const {at} ar = a[2 * o], ai = a[2 * o + 1], br = bf[2 * j], bi = bf[2 * j + 1];
+    a[2 * o] = ar * br - ai * bi;
+    a[2 * o + 1] = ar * bi + ai * br;
+}}
+"""
+
+_CHIRP_OUT = """
+__kernel void {name}(__global {b}* out, __global const {at}* cz, __global const {at}* w,
+                     const long rows, const long n, const long m, const {at} scale)
+{{
+    const long o = get_global_id(0);
+    if (o >= rows * n) return;
+    const long r = o / n, k = o % n, i = r * m + k;
+    const {at} cr = cz[2 * i], ci = cz[2 * i + 1], c = w[2 * k], s = w[2 * k + 1];
+    const {at} re = cr * c - ci * s, im = cr * s + ci * c;
+    {store}
+}}
+"""
+
+
+def bluestein_sources(dt: DType, acc: str) -> list:
+    """[(name, source)] of the chirp-in, pointwise product and chirp-out kernels."""
+    xr, xi, st = _LAYOUT[_layout(dt)]
+    out = []
+    for stem, body, kw in (
+            ("fft_chirp_in", _CHIRP_IN, dict(xr=xr.format(j="j"), xi=xi.format(j="j"))),
+            ("fft_pointwise", _POINTWISE, {}),
+            ("fft_chirp_out", _CHIRP_OUT, dict(store=st.format(
+                k="k", t=_BUF[dt], re="re * scale", im="im * scale")))):
+        text = body.format(name="{name}", b=_BUF[dt], at=acc, **kw)
+        name = named(stem, text)
+        out.append((name, text.replace("{name}", name)))
+    return out
