@@ -155,11 +155,11 @@ def test_state_space_scans(n):
                  [x4, delta, -np.abs(a[:, 0]), b4, c4]))
 
 
-@pytest.mark.parametrize("per_channel", [False, True])
-def test_gated_delta_net_with_carried_state(per_channel):
+@pytest.mark.parametrize("per_channel,n", [(False, 5), (True, 5), (True, 80)])
+def test_gated_delta_net_with_carried_state(per_channel, n):
     rng = np.random.default_rng(6)
     f = np.float32
-    bt, sq, hd, n = 2, 7, 2, 5
+    bt, sq, hd = 2, 7, 2
     q, k, v = (rng.standard_normal((bt, sq, hd, n)).astype(f) * f(0.5) for _ in range(3))
     g = -np.abs(rng.standard_normal((bt, sq, hd, n) if per_channel else (bt, sq, hd)))
     beta = np.abs(rng.standard_normal((bt, sq, hd))).astype(f) * f(0.5)

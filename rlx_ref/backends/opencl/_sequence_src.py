@@ -1,10 +1,10 @@
 """OpenCL C sources of SelectiveScan, Mamba2 and GatedDeltaNet: one lane per work-item.
 
-A lane (batch × channel; batch × head × head-dim for Mamba2; batch × head for
+A lane (batch × channel; batch × head × head-dim for Mamba2; batch × head × column for
 GatedDeltaNet) walks every time step in one launch, its state in the accumulation type
-(double where the device has fp64). SelectiveScan and Mamba2 keep the N-wide state in a
-private array when N is small and in global scratch otherwise; GatedDeltaNet's n × n state
-is always in global scratch. Each output is rounded once, when stored.
+(double where the device has fp64): an N-wide vector (GatedDeltaNet: one column of S),
+kept in a private array when N is small and in global scratch otherwise. Each output is
+rounded once, when stored.
 """
 from __future__ import annotations
 
@@ -61,7 +61,9 @@ __kernel void {name}(__global {t}* out, __global const {t}* x, __global const {t
 }}
 """
 
-# S[i, j] at s[i * n + j]; sk (the delta row) after the n * n state
+# a work-item owns column j of one (batch, head)'s S: every update of the delta rule reads
+# and writes only S[:, j] (k, q, v, g and beta are shared reads), so the column stays in
+# private memory across the whole sequence
 _GDN = """
 __kernel void {name}(__global {t}* out, __global const {t}* q, __global const {t}* k,
                      __global const {t}* v, __global const {t}* g, __global const {t}* beta,
@@ -70,32 +72,22 @@ __kernel void {name}(__global {t}* out, __global const {t}* q, __global const {t
                      const {at} scale)
 {{
     const long lane = get_global_id(0);
-    if (lane >= bt * hd) return;
-    const int n = {n};
-    __global {at}* s = scratch + lane * (n * n + n);
-    __global {at}* sk = s + n * n;
-    for (int i = 0; i < n * n; i++) s[i] = carry ? ({at})state[lane * n * n + i] : 0;
+    if (lane >= bt * hd * {n}) return;
+    const int j = lane % {n};
+    const long bh0 = lane / {n}, bi = bh0 / hd, hh = bh0 % hd;
+    {decl}
+    for (int i = 0; i < {n}; i++) H(i) = carry ? ({at})state[(bh0 * {n} + i) * {n} + j] : 0;
     for (long t = 0; t < sq; t++) {{
-        const long bh = (lane / hd * sq + t) * hd + lane % hd, row = bh * n;
-        for (int i = 0; i < n; i++) {{
-            const {at} e = exp(({at})g[bh * gw + (gw > 1 ? i : 0)]);
-            for (int j = 0; j < n; j++) s[i * n + j] *= e;
-        }}
-        const {at} bv = beta[bh];
-        for (int j = 0; j < n; j++) {{
-            {at} acc = 0;
-            for (int i = 0; i < n; i++) acc += s[i * n + j] * ({at})k[row + i];
-            sk[j] = (({at})v[row + j] - acc) * bv;
-        }}
-        for (int i = 0; i < n; i++) {{
-            const {at} ki = k[row + i];
-            for (int j = 0; j < n; j++) s[i * n + j] += ki * sk[j];
-        }}
-        for (int j = 0; j < n; j++) {{
-            {at} acc = 0;
-            for (int i = 0; i < n; i++) acc += s[i * n + j] * ({at})q[row + i];
-            out[row + j] = ({t})(acc * scale);
-        }}
+        const long bh = (bi * sq + t) * hd + hh, row = bh * {n};
+        const {at} e0 = exp(({at})g[bh * gw]);
+        for (int i = 0; i < {n}; i++) H(i) *= gw > 1 ? exp(({at})g[bh * gw + i]) : e0;
+        {at} acc = 0;
+        for (int i = 0; i < {n}; i++) acc += H(i) * ({at})k[row + i];
+        const {at} d = (({at})v[row + j] - acc) * ({at})beta[bh];
+        for (int i = 0; i < {n}; i++) H(i) += ({at})k[row + i] * d;
+        acc = 0;
+        for (int i = 0; i < {n}; i++) acc += H(i) * ({at})q[row + i];
+        out[row + j] = ({t})(acc * scale);
     }}
 }}
 """
@@ -129,7 +121,6 @@ def mamba2_source(dt: DType, acc: str, n: int) -> tuple[str, str]:
 
 
 def gated_delta_net_source(dt: DType, acc: str, n: int) -> tuple[str, str]:
-    """(name, source) of GatedDeltaNet over ``dt`` with state width ``n``."""
-    text = _GDN.format(name="{name}", t=_TYPE[dt], at=acc, n=n)
-    name = named("gated_delta_net", text)
-    return name, text.replace("{name}", name)
+    """(name, source) of GatedDeltaNet over ``dt`` with state width ``n`` (a column of S
+    per work-item)."""
+    return _finish("gated_delta_net", _GDN, dt, acc, n)

@@ -1,7 +1,8 @@
 """Lowering of SelectiveScan, Mamba2 and GatedDeltaNet (``_sequence_src``).
 
-One launch per node runs the whole sequence, a lane per work-item (batch × channel, or
-batch × head), the state in f64 where the device has fp64 (else f32) across time steps.
+One launch per node runs the whole sequence, a lane per work-item (batch × channel;
+GatedDeltaNet: batch × head × state column), the state in f64 where the device has fp64
+(else f32) across time steps.
 Scratch for states too wide for private memory lives with the plan.
 """
 from __future__ import annotations
@@ -69,13 +70,14 @@ def _mamba2(node, ins, ctx):
 def _gated_delta_net(node, ins, ctx):
     bt, sq, hd, n = ins[0].dims
     a = node.attrs
-    lanes = bt * hd if math.prod(node.shape.dims) else 0
+    lanes = bt * hd * n if math.prod(node.shape.dims) else 0
     acc, acc_np = _acc(ctx)
     gw = n if a.gate_per_channel else 1
     scale = acc_np(1.0) / np.sqrt(acc_np(n)) if n else acc_np(0)
     name, text = gated_delta_net_source(node.shape.dtype, acc, n)
     ref = ctx.kernel(text, name)
-    scratch = memory.empty(ctx.program.context, (max(1, lanes * (n * n + n)),), acc_np)
+    cells = 0 if private_state(n) else lanes * n
+    scratch = memory.empty(ctx.program.context, (max(1, cells),), acc_np)
 
     def bind(out, q, k, v, g, beta, state=None):
         st = state if a.carry_state else q         # never read without carry_state
