@@ -23,13 +23,15 @@ SORT_DTYPES = ("i8", "u8", "i16", "i32", "i64", "u32", "f16", "bf16", "f32", "f6
 SPLITS = pytest.mark.parametrize("gpu_shaped", [False, True], ids=["cpu-split", "gpu-split"])
 
 
-def _device_run(g, feeds, gpu_shaped=False):
+def _device_run(g, feeds, gpu_shaped=False, fp64=True):
     from rlx_ref.backends.opencl.executable import OpenCLExecutable
     from rlx_ref.passes import compile_pipeline
 
     info, context, queue = OCL._device()
     if gpu_shaped:      # the GPU work split on the same device
         info = dataclasses.replace(info, is_cpu=False, max_work_group=64)
+    if not fp64:        # lowered as for a device without cl_khr_fp64
+        info = dataclasses.replace(info, fp64=False)
     lowered, _ = compile_pipeline(g, OCL)
     return OpenCLExecutable(lowered, info, context, queue).run(feeds)[0]
 
@@ -204,3 +206,29 @@ def test_fft_layouts_norms_and_lengths(n, gpu_shaped):
             got, want = _run("Fft", a, [x], gpu_shaped=gpu_shaped)
             scale = np.abs(want).max()
             np.testing.assert_allclose(got, want, rtol=0, atol=tol * scale * np.log2(2 * n))
+
+
+def test_without_fp64_sums_in_float_and_exact_kinds_stay_exact():
+    rng = np.random.default_rng(9)
+    f = np.float32
+    z = rng.standard_normal((2, 2 * 100)).astype(f)             # Bluestein in float
+    x = rng.standard_normal((2, 9, 3)).astype(f)
+    delta = np.abs(rng.standard_normal((2, 9, 3))).astype(f) * f(0.2)
+    a = -np.abs(rng.standard_normal((3, 4))).astype(f)
+    b, c = (rng.standard_normal((2, 9, 4)).astype(f) for _ in range(2))
+    logits = rng.standard_normal((3, 50)).astype(f)
+    cases = [("Fft", _attrs("Fft", inverse=False, norm="Ortho"), [z], None, 1e-4),
+             ("SelectiveScan", _attrs("SelectiveScan", state_size=4), [x, delta, a, b, c],
+              None, 1e-4),
+             ("RngNormal", _attrs("RngNormal", mean=1.0, scale=2.0, key=9), [],
+              Shape((333,), DType.F32), 0),
+             ("Sample", _attrs("Sample", top_k=5, top_p=0.7, temperature=0.9, seed=2),
+              [logits], Shape((3,), DType.F32), 0)]
+    for kind, attrs, arrays, out, tol in cases:
+        g = single_op_graph(kind, attrs, arrays, out)
+        feeds = {f"x{i}": v for i, v in enumerate(arrays)}
+        got, want = _device_run(g, feeds, fp64=False), rlx_ref.interpret(g, feeds)[0]
+        if tol:
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())
+        else:
+            _bits(got, want)
