@@ -25,10 +25,11 @@ C_TYPE = {DType.F32: "float", DType.F64: "double", DType.I8: "char", DType.I16: 
           DType.BOOL: "uchar"}
 
 # error codes a kernel writes to the plan's error word (code = node slot * 8 + reason)
-ERR_INDEX, ERR_DIV0, ERR_NEG_POW = 1, 2, 3
+ERR_INDEX, ERR_DIV0, ERR_NEG_POW, ERR_NAN_SORT = 1, 2, 3, 4
 ERR_TEXT = {ERR_INDEX: "index out of range",
             ERR_DIV0: "integer division or modulo by zero",
-            ERR_NEG_POW: "integer Pow with a negative exponent"}
+            ERR_NEG_POW: "integer Pow with a negative exponent",
+            ERR_NAN_SORT: "NaN logits or probabilities reach a sort (RLX's sort panics on NaN)"}
 
 TABLE = LoweringTable("opencl", __package__, (
     "lower_elementwise",
@@ -47,6 +48,12 @@ TABLE = LoweringTable("opencl", __package__, (
     "lower_fused",
     "lower_quant",
     "lower_quant_int",
+    "lower_random",
+    "lower_sort",
+    "lower_kv",
+    "lower_conv3d",
+    "lower_sequence",
+    "lower_fft",
     "lower_host",           # last: declares every kind still without a kernel
 ))
 LOWERINGS = TABLE.entries
