@@ -124,3 +124,21 @@ def test_control_flow_bodies_keep_their_own_buffers():
     np.testing.assert_allclose(got[0], rlx_ref.interpret(g, feeds)[0], rtol=1e-4, atol=1e-5)
     (mp,) = on.memory_plans()                # the top level's: bodies plan no arena
     assert mp.slots
+
+
+def test_an_unfused_chain_ping_pongs_over_two_arena_ranges():
+    from rlx_ref.runtime.options import FusionOptions
+
+    g = rlx_ref.Graph("chain")
+    x = g.input("x", [64])
+    y = x
+    for _ in range(6):
+        y = g.exp(g.neg(y))
+    g.set_outputs([y])
+    exe = OCL.compile(g, CompileOptions(fusion_opts=FusionOptions(enable=False)))
+    (mp,) = exe.memory_plans()
+    assert len(mp.slots) == 11 and len({s.offset for s in mp.slots.values()}) == 2
+    assert mp.arena_bytes == 2 * 256 and 2 * 256 % mp.alignment == 0   # 64 f32 each
+    xv = np.linspace(-1, 1, 64, dtype=np.float32)
+    np.testing.assert_allclose(exe.run({"x": xv})[0], rlx_ref.interpret(g, {"x": xv})[0],
+                               rtol=1e-5)
