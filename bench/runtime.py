@@ -68,10 +68,11 @@ def _graphs() -> list:
 
 
 def measure(graph, feeds, params, labels, budget) -> tuple:
-    """(pick, the labels the cost model ranks, {label: median seconds or None}) for one
-    graph."""
+    """(pick, the labels the cost model ranks, the pick when a policy names every device,
+    {label: median seconds or None}) for one graph."""
     from rlx_ref.runtime.device_cost import fastest_device_for, ranked_candidates
     from rlx_ref.runtime.graph_devices import GraphDevices
+    from rlx_ref.runtime.policy import DevicePolicy
 
     gd = GraphDevices(graph)
     for k, v in params.items():
@@ -86,21 +87,25 @@ def measure(graph, feeds, params, labels, budget) -> tuple:
             print(f"  {label}: {type(e).__name__}: {str(e)[:120]}", file=sys.stderr)
             times[label] = None
     ranked = [d.label for d in ranked_candidates(graph)]
-    return fastest_device_for(graph).label, ranked, times
+    named = fastest_device_for(graph, DevicePolicy.only(labels)).label
+    return fastest_device_for(graph).label, ranked, named, times
 
 
-def score(name, pick, ranked, times) -> dict:
+def score(name, pick, ranked, times, named=None) -> dict:
     """One table row: the fastest device the cost model ranks (the oracle is ranked only
-    when a policy names it), the fastest of all, and the pick's time over each."""
+    when a policy names it), the fastest of all, the pick's time over each, and the pick
+    of a policy that names every device (``named``) against the fastest of all."""
     ok = {k: v for k, v in times.items() if v is not None}
     best_all = min(ok, key=ok.get) if ok else None
     pool = {k: v for k, v in ok.items() if k in ranked}
     best = min(pool, key=pool.get) if pool else None
     ratio = ok[pick] / ok[best] if best and pick in ok else None
     ratio_all = ok[pick] / ok[best_all] if best_all and pick in ok else None
+    named_ratio = ok[named] / ok[best_all] if named in ok and best_all else None
     return {"graph": name, "pick": pick, "ranked": ranked, "best": best,
             "best_all": best_all, "times_s": times, "pick_over_best": ratio,
-            "pick_over_best_all": ratio_all}
+            "pick_over_best_all": ratio_all, "named_pick": named,
+            "named_over_best_all": named_ratio}
 
 
 def dispatch_overhead(blocks: int = 40, per: int = 200) -> dict:
@@ -207,8 +212,8 @@ def main():
         graph, feeds, params = make()
         if name == "transformer_block":
             block = (graph, params)
-        pick, ranked, times = measure(graph, feeds, params, labels, a.budget)
-        rows.append(score(name, pick, ranked, times))
+        pick, ranked, named, times = measure(graph, feeds, params, labels, a.budget)
+        rows.append(score(name, pick, ranked, times, named))
         print(f"{name}: pick {pick}, best {rows[-1]['best']}, ratio "
               f"{rows[-1]['pick_over_best']}", file=sys.stderr)
     result = {"machine": machine(), "devices": labels, "rows": rows,

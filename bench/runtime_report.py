@@ -19,6 +19,22 @@ def _unranked_note(unranked: list, alls: list) -> list:
             f"{len(alls)}**.", ""]
 
 
+def _named_note(rows: list) -> list:
+    """The picks of a policy that names every device, oracle included."""
+    named = [x for x in rows if x.get("named_pick") and x.get("best_all")]
+    if not named or all(x["named_pick"] == x["pick"] for x in named):
+        return []
+    right = sum(1 for x in named if x["named_pick"] == x["best_all"])
+    qs = [x["named_over_best_all"] for x in named if x["named_over_best_all"] is not None]
+    within = sum(1 for q in qs if q <= 1.1)
+    odd = ", ".join(f"{x['graph']} ({x['named_pick']})" for x in named
+                    if x["named_pick"] != x["pick"])
+    return [f"With a policy that names every device (`DevicePolicy.only` of all three, so "
+            f"the oracle is ranked too) the cost model picks the fastest of all on "
+            f"**{right} of {len(named)}** graphs, within 1.1x on **{within} of {len(qs)}**; "
+            f"its picks differ on {odd}.", ""]
+
+
 def markdown(r: dict) -> str:
     """The page: the pick table, its score, the dispatch overhead and the arena."""
     rows, labels = r["rows"], r["devices"]
@@ -37,7 +53,7 @@ def markdown(r: dict) -> str:
              f"device's calibration) picked the fastest device on **{right} of {len(rows)}** "
              f"graphs; the pick's time is within 1.1x of the best on **{within} of "
              f"{len(ratios)}** (targets: 90% right, 1.1x on every graph).", "",
-             *_unranked_note(unranked, alls),
+             *_unranked_note(unranked, alls), *_named_note(rows),
              "| graph | " + " | ".join(f"{d} (ms)" for d in labels) +
              " | pick | fastest | pick / fastest |",
              "|---|" + "---|" * len(labels) + "---|---|---|"]
