@@ -8,7 +8,7 @@ import pytest
 import rlx_ref
 from rlx_ref.backends.registry import get_backend
 from rlx_ref.ops.control import ScanAttrs
-from rlx_ref.runtime.options import CompileOptions
+from rlx_ref.runtime.options import CompileOptions, FusionOptions
 from rlx_ref.training.models import counting_corpus, mlp_classifier, transformer_lm
 
 cl = pytest.importorskip("pyopencl")
@@ -127,8 +127,6 @@ def test_control_flow_bodies_keep_their_own_buffers():
 
 
 def test_an_unfused_chain_ping_pongs_over_two_arena_ranges():
-    from rlx_ref.runtime.options import FusionOptions
-
     g = rlx_ref.Graph("chain")
     x = g.input("x", [64])
     y = x
@@ -142,3 +140,25 @@ def test_an_unfused_chain_ping_pongs_over_two_arena_ranges():
     xv = np.linspace(-1, 1, 64, dtype=np.float32)
     np.testing.assert_allclose(exe.run({"x": xv})[0], rlx_ref.interpret(g, {"x": xv})[0],
                                rtol=1e-5)
+
+
+def test_rows_copied_by_narrow_and_concat_keep_buffers_of_their_own():
+    # PoCL 3.1 crashes copying a rectangle to or from a sub-buffer: these stay out
+    g = rlx_ref.Graph("rect")
+    x = g.input("x", [6, 8])
+    a = g.exp(g.neg(x))
+    part = g.op("Narrow", [a], axis=1, start=2, len=4)          # rows of 4 out of 8
+    both = g.op("Concat", [g.tanh(part), g.neg(part)], axis=1)   # rows of 4 + 4
+    g.set_outputs([g.mul(both, both)])
+    xv = np.linspace(-1, 1, 48, dtype=np.float32).reshape(6, 8)
+    exe = OCL.compile(g, CompileOptions(fusion_opts=FusionOptions(enable=False)))
+    got = exe.run({"x": xv})[0]
+    np.testing.assert_allclose(got, rlx_ref.interpret(g, {"x": xv})[0], rtol=1e-5)
+    (mp,) = exe.memory_plans()
+    (plan,) = exe._pool.plans()
+    rect = [n for n, _ in plan.steps if n.kind in memory.RECT_COPY_KINDS]
+    assert len(rect) == 2
+    for n in rect:
+        for i in (n.id, *n.inputs):
+            assert i not in mp.slots and i in mp.outside
+    assert mp.slots                          # the rest is still in the arena

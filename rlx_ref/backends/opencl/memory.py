@@ -6,13 +6,18 @@ no kernel touches (launchers skip zero-size work).
 An arena (the memory plan's) is one buffer; each planned tensor is a sub-buffer of it at
 its planned offset. OpenCL refuses a sub-buffer whose origin is not a multiple of the
 device's ``CL_DEVICE_MEM_BASE_ADDR_ALIGN`` (in bits), so the plan's alignment is at least
-``base_alignment`` bytes.
+``base_alignment`` bytes. PoCL 3.1 crashes (SIGSEGV) in ``clEnqueueCopyBufferRect`` when
+either side is a sub-buffer, so the tensors that Narrow and Concat copy by rows (their
+outputs and computed inputs, ``RECT_COPY_KINDS``) keep buffers of their own.
 """
 from __future__ import annotations
 
 import math
 
 import numpy as np
+
+
+RECT_COPY_KINDS = ("Narrow", "Concat")   # lower_movement copies these with rect copies
 
 
 class DevArray:
@@ -91,13 +96,17 @@ def sub(context, parent, offset: int, shape: tuple, dtype) -> DevArray:
 
 def plan_arena(graph, steps: list, context, max_alloc: int, alignment: int, errors: tuple):
     """(MemoryPlan, arena buffer or None, ``{node id: DevArray}``) for ``steps``: the
-    planned tensors as sub-buffers of one arena, outputs in buffers of their own; None
-    when the arena would exceed ``max_alloc`` (the device's largest buffer)."""
+    planned tensors as sub-buffers of one arena, outputs and rect-copied tensors in
+    buffers of their own; None when the arena would exceed ``max_alloc`` (the device's
+    largest buffer)."""
     from ...passes.memory_plan import plan_memory
     from ..planning import planning
 
     align = max(alignment, base_alignment(context))
-    mp = plan_memory(graph, steps, alignment=align, views=False)
+    computed = {n.id for n in steps}
+    own = {i for n in steps if n.kind in RECT_COPY_KINDS for i in (n.id, *n.inputs)
+           if i in computed}
+    mp = plan_memory(graph, steps, own, alignment=align, views=False)
     if mp.arena_bytes > max_alloc:
         return None
     limit = (max_alloc, "the device's largest buffer (CL_DEVICE_MAX_MEM_ALLOC_SIZE)", errors)
