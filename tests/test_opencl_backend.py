@@ -94,7 +94,8 @@ def test_intermediates_reuse_buffers_by_liveness():
     for _ in range(6):
         y = g.exp(g.neg(y))
     g.set_outputs([y])
-    opts = CompileOptions(fusion_opts=FusionOptions(enable=False))
+    # without the memory plan (its arena: tests/test_opencl_arena.py)
+    opts = CompileOptions(fusion_opts=FusionOptions(enable=False), memory_plan=False)
     exe = OCL.compile(g, opts)
     plan = exe._plans[()]
     bufs = {id(plan.env[n.id].buf) for n, _ in plan.steps}

@@ -315,12 +315,18 @@ def test_micro_benchmarks_run_through_the_backends_compile_and_run(monkeypatch):
     monkeypatch.setattr(microbench, "LARGE", (16, 16, 16))
     monkeypatch.setattr(microbench, "SMALL", (2, 4, 8))
     monkeypatch.setattr(microbench, "STREAM", 256)
+    monkeypatch.setattr(microbench, "STREAM_SMALL", 64)
     monkeypatch.setattr(microbench, "REPS", 2)
+    monkeypatch.setattr(microbench, "PAUSE_S", 0.0)
+    monkeypatch.setattr(microbench, "RETRY_PAUSE_S", 0.0)
     Counting.reset()
     numbers = microbench.measure(Counting())
-    assert set(numbers) == set(calibration.NUMBERS)
+    skew = numbers.pop("skew")
+    assert set(numbers) == set(calibration.NUMBERS) and isinstance(skew, list)
     assert all(math.isfinite(v) and v > 0 for v in numbers.values())
-    assert Counting.compiles == 5 and Counting.runs >= 5 * 2
+    # six probes (the dispatch probe times two graphs in pairs), each graph compiled once
+    # (a probe measured again reuses it) and run for a warm-up plus ROUNDS rounds
+    assert Counting.compiles == 7 and Counting.runs >= 7 * (1 + microbench.ROUNDS)
 
 
 def test_calibration_for_measures_once_per_device(fresh_calibrations, cache, monkeypatch):

@@ -10,6 +10,10 @@ number that is not finite and positive, carries another schema version, or belon
 another device (its key differs) is never used: a ``CalibrationWarning`` says why, and the
 backend is measured again and the file replaced.
 
+A measurement that stayed skewed by load (``microbench``: a large probe slower per unit
+of work than its small twin, even when measured again) is used by the process that made
+it, with a warning, and not written: the next process measures again.
+
 ``RLX_REF_CALIBRATION`` says when to measure: ``auto`` (read the cache, measure on a
 miss), ``cached`` (read the cache, never measure) or ``off`` (no calibration: the cost
 model has no evidence and the policy's order picks). Tests ``inject`` numbers instead.
@@ -161,6 +165,11 @@ def load_or_measure(backend, measure=None, mode: str | None = None):
               "gets no cost estimate")
         return None
     cal = Calibration(backend.name, key, **{n: float(numbers[n]) for n in NUMBERS})
+    skew = numbers.get("skew") or []
+    if skew:                            # numbers bent by load: used now, never kept
+        _warn(f"calibrating {backend.name} on a busy machine: {'; '.join(skew)}; these "
+              "numbers are used by this process only, the next one measures again")
+        return cal
     try:
         write_json(path, cal.to_json(), indent=2, sort_keys=True)
     except OSError as e:

@@ -18,6 +18,12 @@ output's bytes (dtype sizes); outputs are read back, plus a quarter of the traff
 memory is unified; LogMel, LogMelBackward, Custom and WelchPeaks are sync points. Only the
 top-level nodes count, as in RLX (a Scan or If body is not walked). Dynamic dims count 0.
 
+rlx_ref keeps RLX's formula as is; what it adds lies around it: the numbers come from
+calibration probes that are robust to load (``microbench``: rounds, minimums, a stalled
+large probe measured again and bounded by its small twin), and the numpy oracle, whose
+cost is not a backend's (a Python call per node, float64 upcasts, a numpy temporary per
+step), is ranked only when a policy names it (``device_cost.ranked_candidates``).
+
 ``CalibratedCostModel`` is the hook ``device_cost`` installs: per device, the backend's
 ``Calibration`` (measured lazily, cached on disk) turned into a ``BackendCostModel``.
 """

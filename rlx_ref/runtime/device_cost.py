@@ -11,6 +11,12 @@ calibration, measured on first use and cached (``calibration``; ``RLX_REF_CALIBR
 leaves every device without an estimate). ``PriorityCost`` estimates nothing: installed
 through ``set_cost_model``, the policy order alone picks.
 
+The oracle (``reference``, the numpy interpreter) is ranked only when the policy names it
+(its allow- or prefer-list) or no other device can run the graph: it is the correctness
+reference, not a performance backend, and its cost is not that of a backend (a Python call
+per node, float64 upcasts, numpy temporaries per op). RLX ranks only the backends it has a
+cost model for; the oracle is rlx_ref's addition, so it is left out the same way.
+
 ``RLX_FORCE_DEVICE`` pins the pick before any of this, as RLX does, even to a device the
 policy or the graph rules out.
 """
@@ -88,16 +94,31 @@ def pick_cheapest(graph, candidates: list, model=None):
     return best if best is not None else candidates[0]
 
 
+UNRANKED_KINDS = ("reference",)   # ranked only when a policy names them
+
+
+def ranked_candidates(graph, policy=None) -> list:
+    """The devices ``fastest_device_for`` ranks for ``graph`` under ``policy``: the viable
+    ones, less the oracle unless the policy names it or nothing else is viable."""
+    from .policy import DevicePolicy, devices_for_with_policy
+
+    policy = policy or DevicePolicy.all()
+    candidates = devices_for_with_policy(graph, policy)
+    named = set(policy.allow or ()) | set(policy.prefer)
+    ranked = [d for d in candidates if d.kind not in UNRANKED_KINDS or d in named]
+    return ranked or candidates
+
+
 def fastest_device_for(graph, policy=None):
     """The cheapest viable device for ``graph`` under ``policy`` (default: all)."""
-    from .policy import DevicePolicy, devices_for_with_policy
     from .devices import available_devices
+    from .policy import DevicePolicy
 
     forced = forced_device()
     if forced is not None:
         return forced
     policy = policy or DevicePolicy.all()
-    candidates = devices_for_with_policy(graph, policy)
+    candidates = ranked_candidates(graph, policy)
     if not candidates:                  # RLX: the best the policy allows, else the CPU
         allowed = policy.apply(available_devices())
         return allowed[0] if allowed else parse_device("cpu")

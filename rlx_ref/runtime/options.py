@@ -108,7 +108,8 @@ class CompileOptions:
     (``rlx-ref variants`` lists them), e.g. ``{"numba-cpu:par_elements": 1}`` so a small
     graph takes the parallel kernels; the compile checks names and floors.
     memory_plan: place the intermediates in one arena by liveness, with views for
-    Reshape / same-dtype Cast / axis-0 Narrow (``passes/memory_plan.py``); off, each
+    Reshape / same-dtype Cast / axis-0 Narrow (``passes/memory_plan.py``; numba-cpu slices
+    a host array, OpenCL makes sub-buffers of one buffer and takes no views); off, each
     intermediate gets a buffer of its own, shared only by equal size.
     hoist_param_invariant: compute the weight-only part of the graph once per set of params
     (RLX's ``split_param_invariant``) instead of on every run.

@@ -7,6 +7,14 @@ enqueues every launch without waiting, reads back only the outputs, and then che
 plan's error word: a kernel that met a bad index or an integer division by zero wrote
 its node's code there, and the run fails naming that node.
 
+With the memory plan on (the default; ``CompileOptions.memory_plan``), a top-level plan's
+intermediates are sub-buffers of one arena buffer at the offsets ``passes/memory_plan.py``
+gives them (no views: a Reshape still runs its kernel), aligned to the larger of
+``CompileOptions.arena_alignment`` and the device's base-address alignment; outputs keep
+buffers of their own. An arena larger than the device's largest buffer falls back to a
+buffer per tensor, shared by liveness as without the plan. Control-flow bodies keep
+buffers per tensor (their drivers copy into and out of them).
+
 A plan (buffers, bound kernels, error word, queue) serves one run at a time: concurrent
 runs each get one from the executable's ``PlanPool``; the first plan uses the device's
 shared queue, each further one a queue of its own, so runs neither wait for nor read each
@@ -68,8 +76,11 @@ class ErrorWord:
 class Plan:
     """Launchers over device buffers for one graph with static shapes."""
 
-    def __init__(self, graph: Graph, rt, options=None):
+    def __init__(self, graph: Graph, rt, options=None, arena: bool = True):
         self.graph, self.rt = graph, rt
+        self.use_arena = arena and getattr(options, "memory_plan", True)
+        self.alignment = getattr(options, "arena_alignment", 64)
+        self.memory = self.arena = None     # the MemoryPlan and its buffer, when used
         self.steps = []
         self.const = {}
         with variants.lowering(options) as chosen:
@@ -94,7 +105,7 @@ class Plan:
             elif node.kind not in ("Input", "Param"):
                 ctx = LowerCtx(node, graph, rt.device, rt.program, options, rt.errors,
                                err_code=rt.errors.slot(graph, node),
-                               compile_body=lambda body: Plan(body, rt, options),
+                               compile_body=lambda body: Plan(body, rt, options, False),
                                queue=rt.queue)
                 ins = [graph.nodes[i].shape for i in node.inputs]
                 with planning("opencl", node, rt.max_alloc, "the device's largest buffer "
@@ -113,9 +124,10 @@ class Plan:
                 env[n.id] = memory.empty(rt.context, n.shape.dims, n.shape.dtype.np)
         keep = set(self.outputs)
         nodes_run = [n for n, _ in self.steps]
-        env.update(assign_buffers(self.graph, nodes_run, keep, lambda n: True,
-                                  lambda dt, dims: memory.empty(rt.context, dims, dt.np),
-                                  "opencl", _cl_errors()))
+        planned = self._plan_arena(nodes_run) if self.use_arena else None
+        env.update(planned if planned is not None else assign_buffers(
+            self.graph, nodes_run, keep, lambda n: True,
+            lambda dt, dims: memory.empty(rt.context, dims, dt.np), "opencl", _cl_errors()))
         launchers = []
         for node, step in self.steps:
             with planning("opencl", node, errors=_cl_errors()):     # builds the program
@@ -123,6 +135,16 @@ class Plan:
                                                   *[env[i] for i in node.inputs])))
         self.env = env
         self._launchers = launchers
+
+    def _plan_arena(self, nodes_run: list):
+        """The steps' buffers in one arena (``memory.plan_arena``), or None."""
+        rt = self.rt
+        planned = memory.plan_arena(self.graph, nodes_run, rt.context, rt.max_alloc,
+                                    self.alignment, _cl_errors())
+        if planned is None:
+            return None
+        self.memory, self.arena, out = planned
+        return out
 
     def load(self, feeds: dict, params: dict) -> None:
         """Upload inputs (by name), and params unless this plan already holds this
@@ -257,6 +279,10 @@ class OpenCLExecutable(CompiledGraph, Executable):
         plan.enqueue()
         plan.rt.queue.finish()
         plan.rt.errors.check()
+
+    def memory_plans(self) -> list:
+        """The MemoryPlan of each plan that uses an arena, or []."""
+        return [p.memory for p in self._pool.plans() if p.memory]
 
     def kernel_sources(self) -> dict:
         out = {}
