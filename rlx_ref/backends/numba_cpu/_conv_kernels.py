@@ -7,7 +7,7 @@ pw]``. Every input read is guarded by its valid range (padding reads 0 or is ski
 """
 from __future__ import annotations
 
-_TAPS = '''
+SPAN = '''
 @njit(cache=True, nogil=True, inline="always")
 def _span(off, step, size, count):
     # [lo, hi): the positions o < count with 0 <= o*step + off < size
@@ -16,7 +16,9 @@ def _span(off, step, size, count):
     hi = min(hi, count)
     lo = min(lo, hi)
     return lo, hi
+'''
 
+_TAPS = SPAN + '''
 
 @njit(cache=True, nogil=True, inline="always")
 def _tap_row(xin, geo, r, row):
@@ -266,6 +268,9 @@ POOL = '''
 def pool{sfx}(x, out, geo, kind):
     # x [P, D, H, W] -> out [P, Do, Ho, Wo]; kind 0 Sum, 1 Mean, 2 Max, 3 Min, 4 Prod.
     # Padding is skipped (Mean divides by the full window); Max/Min propagate NaN.
+    # One output row at a time: each window tap (z, y, j) is folded into a float64 row
+    # accumulator over the output columns it reaches, in the order z, y, j (as a direct
+    # loop visits them), with the kind chosen once per tap, not per element
     kd, kh, kw, sd, sh, sw, pd, ph, pw = (geo[0], geo[1], geo[2], geo[3], geo[4], geo[5],
                                           geo[6], geo[7], geo[8])
     d_in = x.shape[1]
@@ -275,6 +280,7 @@ def pool{sfx}(x, out, geo, kind):
     ho = out.shape[2]
     wo = out.shape[3]
     vol = kd * kh * kw
+    init = -np.inf if kind == 2 else (np.inf if kind == 3 else (1.0 if kind == 4 else 0.0))
     for t in {rng}(out.shape[0] * do_ * ho):
         p = t // (do_ * ho)
         od = (t // ho) % do_
@@ -283,35 +289,33 @@ def pool{sfx}(x, out, geo, kind):
         z1 = min(od * sd - pd + kd, d_in)
         y0 = max(oy * sh - ph, 0)
         y1 = min(oy * sh - ph + kh, h_in)
-        for ox in range(wo):
-            x0 = max(ox * sw - pw, 0)
-            x1 = min(ox * sw - pw + kw, w_in)
-            if kind == 2:
-                acc = -np.inf
-            elif kind == 3:
-                acc = np.inf
-            elif kind == 4:
-                acc = 1.0
-            else:
-                acc = 0.0
-            for z in range(z0, z1):
-                for y in range(y0, y1):
-                    xr = x[p, z, y]
-                    for xx in range(x0, x1):
-                        v = np.float64(xr[xx])
-                        if kind == 2:
-                            if v > acc or v != v:
-                                acc = v
-                        elif kind == 3:
-                            if v < acc or v != v:
-                                acc = v
-                        elif kind == 4:
-                            acc *= v
-                        else:
-                            acc += v
-            if kind == 1:
-                acc = acc / vol
-            out[p, od, oy, ox] = acc
+        acc = np.full(wo, init)
+        for z in range(z0, z1):
+            for y in range(y0, y1):
+                xr = x[p, z, y]
+                for j in range(kw):
+                    lo, hi = _span(j - pw, sw, w_in, wo)
+                    src = xr[lo * sw + j - pw:]
+                    a = acc[lo:hi]
+                    if kind == 2:
+                        for e in range(a.size):
+                            v = np.float64(src[e * sw])
+                            if v > a[e] or v != v:
+                                a[e] = v
+                    elif kind == 3:
+                        for e in range(a.size):
+                            v = np.float64(src[e * sw])
+                            if v < a[e] or v != v:
+                                a[e] = v
+                    elif kind == 4:
+                        for e in range(a.size):
+                            a[e] *= np.float64(src[e * sw])
+                    else:
+                        for e in range(a.size):
+                            a[e] += np.float64(src[e * sw])
+        orow = out[p, od, oy]
+        for e in range(wo):
+            orow[e] = acc[e] / vol if kind == 1 else acc[e]
 '''
 
 

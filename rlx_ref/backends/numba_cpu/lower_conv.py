@@ -33,7 +33,8 @@ measurement on 8×64×56×56 (3×3, 64 filters): 34 ms on one thread (54 GFLOP/s
 for numpy's im2col + sgemm; the baseline's direct Numba loop reached 42 GFLOP/s on two.
 ConvTranspose2d is the adjoint: one GEMM ``Wᵀ·x`` per (image, group) into columns, then a
 col2im scatter-add, parallel over (image, group, output channel) so no two threads write
-one plane. Pool and Im2Col are direct loops (Pool reduces in f64). f16/bf16: Conv and
+one plane. Pool folds each window tap into a row of outputs at a time (in f64), Im2Col is a
+direct loop. f16/bf16: Conv and
 ConvTranspose2d compute through f32 shadows, Pool through f64; Im2Col moves values, so
 16-bit payloads are copied bit for bit through uint16 views.
 """
@@ -213,7 +214,7 @@ def lower_pool(node, ins, ctx) -> Step:
     x4 = (planes,) + pad3 + x_dims[2:]
     o4 = (planes,) + pad3 + o_dims[2:]
     kind = POOL_KINDS[a.kind]
-    kernel = compile_kernel("pool", K.render(K.POOL))
+    kernel = compile_kernel("pool", K.render(K.POOL, K.SPAN))
     fn = _pick(kernel, "pool", math.prod(o_dims) * math.prod(a.kernel_size), "pool")
     sixteen = node.shape.dtype in (DType.F16, DType.BF16)
 
