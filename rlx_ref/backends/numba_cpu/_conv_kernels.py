@@ -195,6 +195,43 @@ def conv_nhwc{sfx}(x5, wr, o4, geo, by, bx, chunks):
 
 
 @njit(cache=True, nogil=True{par})
+def conv_dw{sfx}(x4, w3, o4, geo):
+    # one input channel per group (depthwise): x4 [N, G, H, W]; w3 [G*Cog, kh, kw];
+    # o4 [N, G*Cog, Ho, Wo]. Each output row sums its kh*kw taps, each a scaled strided
+    # slice of one input row (unit stride: a vector loop), in tap order (i, j)
+    kh, kw, sh, sw, ph, pw, dh, dw, ho, wo = (geo[0], geo[1], geo[2], geo[3], geo[4],
+                                              geo[5], geo[6], geo[7], geo[8], geo[9])
+    ng, h, w = x4.shape[1], x4.shape[2], x4.shape[3]
+    co = o4.shape[1]
+    cog = co // ng
+    for t in {rng}(o4.shape[0] * co * ho):
+        n = t // (co * ho)
+        c = (t // ho) % co
+        oy = t % ho
+        orow = o4[n, c, oy]
+        for e in range(wo):
+            orow[e] = 0
+        for i in range(kh):
+            iy = oy * sh + i * dh - ph
+            if iy < 0 or iy >= h:
+                continue
+            xr = x4[n, c // cog, iy]
+            for j in range(kw):
+                off = j * dw - pw
+                lo, hi = _span(off, sw, w, wo)
+                wv = w3[c, i, j]
+                dst = orow[lo:hi]
+                if sw == 1:
+                    src = xr[lo + off:hi + off]
+                    for e in range(dst.size):
+                        dst[e] += wv * src[e]
+                else:
+                    src = xr[lo * sw + off:]
+                    for e in range(dst.size):
+                        dst[e] += wv * src[e * sw]
+
+
+@njit(cache=True, nogil=True{par})
 def convt_gemm{sfx}(x4, wt, o5, cols, geo, cb):
     # x4 [N, G, Cig, H*W]; wt [G, Cog*kh*kw, Cig]; o5 [N, G, Cog, Ho, Wo] (zeroed here);
     # cols [NB, G, Cog*kh*kw, H*W]: NB images of Wᵀ·x (blocks of cb rows, single-threaded
