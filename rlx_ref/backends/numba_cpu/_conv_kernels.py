@@ -197,38 +197,57 @@ def conv_nhwc{sfx}(x5, wr, o4, geo, by, bx, chunks):
 @njit(cache=True, nogil=True{par})
 def conv_dw{sfx}(x4, w3, o4, geo):
     # one input channel per group (depthwise): x4 [N, G, H, W]; w3 [G*Cog, kh, kw];
-    # o4 [N, G*Cog, Ho, Wo]. Each output row sums its kh*kw taps, each a scaled strided
-    # slice of one input row (unit stride: a vector loop), in tap order (i, j)
+    # o4 [N, G*Cog, Ho, Wo]. Per output plane: its input plane copied zero padded (padding
+    # reads 0, as the unfold's), then each output sums its kh*kw taps in order (i, j),
+    # each tap a scaled run of a padded row
     kh, kw, sh, sw, ph, pw, dh, dw, ho, wo = (geo[0], geo[1], geo[2], geo[3], geo[4],
                                               geo[5], geo[6], geo[7], geo[8], geo[9])
     ng, h, w = x4.shape[1], x4.shape[2], x4.shape[3]
     co = o4.shape[1]
     cog = co // ng
-    for t in {rng}(o4.shape[0] * co * ho):
-        n = t // (co * ho)
-        c = (t // ho) % co
-        oy = t % ho
-        orow = o4[n, c, oy]
-        for e in range(wo):
-            orow[e] = 0
-        for i in range(kh):
-            iy = oy * sh + i * dh - ph
-            if iy < 0 or iy >= h:
-                continue
-            xr = x4[n, c // cog, iy]
-            for j in range(kw):
-                off = j * dw - pw
-                lo, hi = _span(off, sw, w, wo)
-                wv = w3[c, i, j]
-                dst = orow[lo:hi]
-                if sw == 1:
-                    src = xr[lo + off:hi + off]
-                    for e in range(dst.size):
-                        dst[e] += wv * src[e]
-                else:
-                    src = xr[lo * sw + off:]
-                    for e in range(dst.size):
-                        dst[e] += wv * src[e * sw]
+    hp = max((ho - 1) * sh + (kh - 1) * dh + 1, ph + h)
+    wp = max((wo - 1) * sw + (kw - 1) * dw + 1, pw + w)
+    for t in {rng}(o4.shape[0] * co):
+        n = t // co
+        c = t % co
+        xp = np.zeros((hp + 1, wp), o4.dtype)     # a spare row: the flat runs' tails
+        xin = x4[n, c // cog]
+        for y in range(h):
+            for e in range(w):
+                xp[y + ph, e + pw] = xin[y, e]
+        wk = w3[c]
+        plane = o4[n, c]
+        if sh == 1 and sw == 1:
+            # unit strides: the plane at the padded width is one flat run per tap
+            # (ho*wp lanes, the columns past wo discarded), long enough to vectorize
+            xf = xp.reshape(-1)
+            acc = np.zeros(ho * wp, o4.dtype)
+            for i in range(kh):
+                for j in range(kw):
+                    wv = wk[i, j]
+                    src = xf[i * dh * wp + j * dw:]
+                    for q in range(acc.size):
+                        acc[q] += wv * src[q]
+            for oy in range(ho):
+                for e in range(wo):
+                    plane[oy, e] = acc[oy * wp + e]
+            continue
+        # strided: each output row summed at every input column (unit-stride runs, which
+        # vectorize, where strided reads would not), then every sw-th column kept
+        wf = (wo - 1) * sw + 1
+        acc = np.empty(wf, o4.dtype)
+        for oy in range(ho):
+            acc[:] = 0
+            for i in range(kh):
+                xr = xp[oy * sh + i * dh]
+                for j in range(kw):
+                    wv = wk[i, j]
+                    src = xr[j * dw:]
+                    for q in range(wf):
+                        acc[q] += wv * src[q]
+            orow = plane[oy]
+            for e in range(wo):
+                orow[e] = acc[e * sw]
 
 
 @njit(cache=True, nogil=True{par})

@@ -24,8 +24,9 @@ pack all of the weight). Measured on one thread at batch 1: 3.4 ms for that laye
 2.8 ms.
 
 Conv with one input channel per group (depthwise, as MobileNet's) is a direct loop over
-output rows, each the sum of its kH·kW taps as scaled input row slices: a GEMM per group
-there has K = kH·kW (9 or 25) and one output row, all call overhead and packing.
+output planes: the input plane copied zero padded, then each output row the sum of its
+kH·kW taps as scaled runs of padded rows: a GEMM per group there has K = kH·kW (9 or 25)
+and one output row, all call overhead and packing.
 
 Other Conv is im2col + BLAS on whole images: the taps of each (image, group) are unfolded
 into a ``[Cg·kH·kW, H_out·W_out]`` scratch matrix and one ``np.dot`` inside ``njit`` writes
