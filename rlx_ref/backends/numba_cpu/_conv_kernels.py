@@ -324,9 +324,10 @@ POOL = '''
 def pool{sfx}(x, out, geo, kind):
     # x [P, D, H, W] -> out [P, Do, Ho, Wo]; kind 0 Sum, 1 Mean, 2 Max, 3 Min, 4 Prod.
     # Padding is skipped (Mean divides by the full window); Max/Min propagate NaN.
-    # One output row at a time: each window tap (z, y, j) is folded into a float64 row
-    # accumulator over the output columns it reaches, in the order z, y, j (as a direct
-    # loop visits them), with the kind chosen once per tap, not per element
+    # One output row at a time: each window tap (z, y, j) is folded, in the order z, y, j
+    # (as a direct loop visits them), into a float64 row accumulator over every input
+    # column a window could start at (unit-stride runs, which vectorize; strided reads do
+    # not), and every sw-th column is kept; the kind is chosen once per tap
     kd, kh, kw, sd, sh, sw, pd, ph, pw = (geo[0], geo[1], geo[2], geo[3], geo[4], geo[5],
                                           geo[6], geo[7], geo[8])
     d_in = x.shape[1]
@@ -336,6 +337,7 @@ def pool{sfx}(x, out, geo, kind):
     ho = out.shape[2]
     wo = out.shape[3]
     vol = kd * kh * kw
+    wf = (wo - 1) * sw + 1
     init = -np.inf if kind == 2 else (np.inf if kind == 3 else (1.0 if kind == 4 else 0.0))
     for t in {rng}(out.shape[0] * do_ * ho):
         p = t // (do_ * ho)
@@ -345,33 +347,36 @@ def pool{sfx}(x, out, geo, kind):
         z1 = min(od * sd - pd + kd, d_in)
         y0 = max(oy * sh - ph, 0)
         y1 = min(oy * sh - ph + kh, h_in)
-        acc = np.full(wo, init)
+        acc = np.full(wf, init)
         for z in range(z0, z1):
             for y in range(y0, y1):
                 xr = x[p, z, y]
                 for j in range(kw):
-                    lo, hi = _span(j - pw, sw, w_in, wo)
-                    src = xr[lo * sw + j - pw:]
+                    # the columns q (of every input column the row's windows start at)
+                    # whose tap j lies inside the input: q + j - pw in [0, w_in)
+                    lo = min(max(pw - j, 0), wf)
+                    hi = max(min(w_in + pw - j, wf), lo)
                     a = acc[lo:hi]
+                    src = xr[lo + j - pw:hi + j - pw]
                     if kind == 2:
                         for e in range(a.size):
-                            v = np.float64(src[e * sw])
-                            if v > a[e] or v != v:
-                                a[e] = v
+                            v = np.float64(src[e])
+                            m = a[e]
+                            a[e] = v if v > m or v != v else m
                     elif kind == 3:
                         for e in range(a.size):
-                            v = np.float64(src[e * sw])
-                            if v < a[e] or v != v:
-                                a[e] = v
+                            v = np.float64(src[e])
+                            m = a[e]
+                            a[e] = v if v < m or v != v else m
                     elif kind == 4:
                         for e in range(a.size):
-                            a[e] *= np.float64(src[e * sw])
+                            a[e] *= np.float64(src[e])
                     else:
                         for e in range(a.size):
-                            a[e] += np.float64(src[e * sw])
+                            a[e] += np.float64(src[e])
         orow = out[p, od, oy]
         for e in range(wo):
-            orow[e] = acc[e] / vol if kind == 1 else acc[e]
+            orow[e] = acc[e * sw] / vol if kind == 1 else acc[e * sw]
 '''
 
 
