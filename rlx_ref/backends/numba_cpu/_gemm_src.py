@@ -17,6 +17,9 @@ _XXGEMM = _nbt.ExternalFunction("numba_xxgemm", _nbt.int32(
     _nbt.int8, _nbt.int8, _nbt.int8, _nbt.intp, _nbt.intp, _nbt.intp,
     _nbt.voidptr, _nbt.voidptr, _nbt.intp, _nbt.voidptr, _nbt.intp,
     _nbt.voidptr, _nbt.voidptr, _nbt.intp))
+_XXGEMV = _nbt.ExternalFunction("numba_xxgemv", _nbt.int32(
+    _nbt.int8, _nbt.int8, _nbt.intp, _nbt.intp, _nbt.voidptr, _nbt.voidptr, _nbt.intp,
+    _nbt.voidptr, _nbt.voidptr, _nbt.voidptr))
 
 
 @njit(cache=True, nogil=True)
@@ -33,6 +36,13 @@ def gemm_view(a, b, out, ab):
         return
     kind = np.int8(115) if it == 4 else np.int8(100)    # 's' or 'd'
     nt = np.int8(110)                                     # 'n': no transpose
+    if m == 1 and out.strides[1] == it and a.strides[1] == it:
+        # one row: GEMV reads b once as it lies (GEMM would pack all of it first, a
+        # second pass over a decode step's 154 MB [768, 50257] head weight); b as
+        # column-major is [n, k] at leading dimension b's row stride
+        _XXGEMV(kind, nt, n, k, ab[0:1].ctypes.data, b.ctypes.data, b.strides[0] // it,
+                a.ctypes.data, ab[1:2].ctypes.data, out.ctypes.data)
+        return
     _XXGEMM(kind, nt, nt, n, m, k, ab[0:1].ctypes.data, b.ctypes.data, b.strides[0] // it,
             a.ctypes.data, a.strides[0] // it, ab[1:2].ctypes.data, out.ctypes.data,
             out.strides[0] // it)
