@@ -3,7 +3,9 @@
 MatMul is a batched product over a broadcast batch: every output matrix ``i`` reads lhs
 matrix ``ia[i]`` and rhs matrix ``ib[i]`` (index maps built once on the host). f32/f64
 products of useful size call BLAS from inside ``njit`` (``np.dot`` on 2-D contiguous
-slices, writing the output slice in place), large ones as row blocks in prange; small
+slices, writing the output slice in place), large ones as blocks in prange (``_blocks``:
+whole matrices, row blocks of tall ones, else column blocks passed to BLAS as strided
+views by ``gemm_view``, one-row products as GEMV, see _gemm_src); small
 products and integers run an ikj loop kernel (integers wrap, as the oracle's). DotGeneral
 transposes/reshapes its operands on the host into one such batched product; that transpose
 is a copy (skipped when the axes are already in order). Solves are LU with partial
