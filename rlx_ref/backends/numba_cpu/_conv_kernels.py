@@ -7,7 +7,7 @@ pw]``. Every input read is guarded by its valid range (padding reads 0 or is ski
 """
 from __future__ import annotations
 
-_TAPS = '''
+SPAN = '''
 @njit(cache=True, nogil=True, inline="always")
 def _span(off, step, size, count):
     # [lo, hi): the positions o < count with 0 <= o*step + off < size
@@ -16,7 +16,9 @@ def _span(off, step, size, count):
     hi = min(hi, count)
     lo = min(lo, hi)
     return lo, hi
+'''
 
+_TAPS = SPAN + '''
 
 @njit(cache=True, nogil=True, inline="always")
 def _tap_row(xin, geo, r, row):
@@ -193,6 +195,62 @@ def conv_nhwc{sfx}(x5, wr, o4, geo, by, bx, chunks):
 
 
 @njit(cache=True, nogil=True{par})
+def conv_dw{sfx}(x4, w3, o4, geo):
+    # one input channel per group (depthwise): x4 [N, G, H, W]; w3 [G*Cog, kh, kw];
+    # o4 [N, G*Cog, Ho, Wo]. Per output plane: its input plane copied zero padded (padding
+    # reads 0, as the unfold's), then each output sums its kh*kw taps in order (i, j),
+    # each tap a scaled run of a padded row
+    kh, kw, sh, sw, ph, pw, dh, dw, ho, wo = (geo[0], geo[1], geo[2], geo[3], geo[4],
+                                              geo[5], geo[6], geo[7], geo[8], geo[9])
+    ng, h, w = x4.shape[1], x4.shape[2], x4.shape[3]
+    co = o4.shape[1]
+    cog = co // ng
+    hp = max((ho - 1) * sh + (kh - 1) * dh + 1, ph + h)
+    wp = max((wo - 1) * sw + (kw - 1) * dw + 1, pw + w)
+    for t in {rng}(o4.shape[0] * co):
+        n = t // co
+        c = t % co
+        xp = np.zeros((hp + 1, wp), o4.dtype)     # a spare row: the flat runs' tails
+        xin = x4[n, c // cog]
+        for y in range(h):
+            for e in range(w):
+                xp[y + ph, e + pw] = xin[y, e]
+        wk = w3[c]
+        plane = o4[n, c]
+        if sh == 1 and sw == 1:
+            # unit strides: the plane at the padded width is one flat run per tap
+            # (ho*wp lanes, the columns past wo discarded), long enough to vectorize
+            xf = xp.reshape(-1)
+            acc = np.zeros(ho * wp, o4.dtype)
+            for i in range(kh):
+                for j in range(kw):
+                    wv = wk[i, j]
+                    src = xf[i * dh * wp + j * dw:]
+                    for q in range(acc.size):
+                        acc[q] += wv * src[q]
+            for oy in range(ho):
+                for e in range(wo):
+                    plane[oy, e] = acc[oy * wp + e]
+            continue
+        # strided: each output row summed at every input column (unit-stride runs, which
+        # vectorize, where strided reads would not), then every sw-th column kept
+        wf = (wo - 1) * sw + 1
+        acc = np.empty(wf, o4.dtype)
+        for oy in range(ho):
+            acc[:] = 0
+            for i in range(kh):
+                xr = xp[oy * sh + i * dh]
+                for j in range(kw):
+                    wv = wk[i, j]
+                    src = xr[j * dw:]
+                    for q in range(wf):
+                        acc[q] += wv * src[q]
+            orow = plane[oy]
+            for e in range(wo):
+                orow[e] = acc[e * sw]
+
+
+@njit(cache=True, nogil=True{par})
 def convt_gemm{sfx}(x4, wt, o5, cols, geo, cb):
     # x4 [N, G, Cig, H*W]; wt [G, Cog*kh*kw, Cig]; o5 [N, G, Cog, Ho, Wo] (zeroed here);
     # cols [NB, G, Cog*kh*kw, H*W]: NB images of Wᵀ·x (blocks of cb rows, single-threaded
@@ -266,6 +324,10 @@ POOL = '''
 def pool{sfx}(x, out, geo, kind):
     # x [P, D, H, W] -> out [P, Do, Ho, Wo]; kind 0 Sum, 1 Mean, 2 Max, 3 Min, 4 Prod.
     # Padding is skipped (Mean divides by the full window); Max/Min propagate NaN.
+    # One output row at a time: each window tap (z, y, j) is folded, in the order z, y, j
+    # (as a direct loop visits them), into a float64 row accumulator over every input
+    # column a window could start at (unit-stride runs, which vectorize; strided reads do
+    # not), and every sw-th column is kept; the kind is chosen once per tap
     kd, kh, kw, sd, sh, sw, pd, ph, pw = (geo[0], geo[1], geo[2], geo[3], geo[4], geo[5],
                                           geo[6], geo[7], geo[8])
     d_in = x.shape[1]
@@ -275,6 +337,8 @@ def pool{sfx}(x, out, geo, kind):
     ho = out.shape[2]
     wo = out.shape[3]
     vol = kd * kh * kw
+    wf = (wo - 1) * sw + 1
+    init = -np.inf if kind == 2 else (np.inf if kind == 3 else (1.0 if kind == 4 else 0.0))
     for t in {rng}(out.shape[0] * do_ * ho):
         p = t // (do_ * ho)
         od = (t // ho) % do_
@@ -283,35 +347,36 @@ def pool{sfx}(x, out, geo, kind):
         z1 = min(od * sd - pd + kd, d_in)
         y0 = max(oy * sh - ph, 0)
         y1 = min(oy * sh - ph + kh, h_in)
-        for ox in range(wo):
-            x0 = max(ox * sw - pw, 0)
-            x1 = min(ox * sw - pw + kw, w_in)
-            if kind == 2:
-                acc = -np.inf
-            elif kind == 3:
-                acc = np.inf
-            elif kind == 4:
-                acc = 1.0
-            else:
-                acc = 0.0
-            for z in range(z0, z1):
-                for y in range(y0, y1):
-                    xr = x[p, z, y]
-                    for xx in range(x0, x1):
-                        v = np.float64(xr[xx])
-                        if kind == 2:
-                            if v > acc or v != v:
-                                acc = v
-                        elif kind == 3:
-                            if v < acc or v != v:
-                                acc = v
-                        elif kind == 4:
-                            acc *= v
-                        else:
-                            acc += v
-            if kind == 1:
-                acc = acc / vol
-            out[p, od, oy, ox] = acc
+        acc = np.full(wf, init)
+        for z in range(z0, z1):
+            for y in range(y0, y1):
+                xr = x[p, z, y]
+                for j in range(kw):
+                    # the columns q (of every input column the row's windows start at)
+                    # whose tap j lies inside the input: q + j - pw in [0, w_in)
+                    lo = min(max(pw - j, 0), wf)
+                    hi = max(min(w_in + pw - j, wf), lo)
+                    a = acc[lo:hi]
+                    src = xr[lo + j - pw:hi + j - pw]
+                    if kind == 2:
+                        for e in range(a.size):
+                            v = np.float64(src[e])
+                            m = a[e]
+                            a[e] = v if v > m or v != v else m
+                    elif kind == 3:
+                        for e in range(a.size):
+                            v = np.float64(src[e])
+                            m = a[e]
+                            a[e] = v if v < m or v != v else m
+                    elif kind == 4:
+                        for e in range(a.size):
+                            a[e] *= np.float64(src[e])
+                    else:
+                        for e in range(a.size):
+                            a[e] += np.float64(src[e])
+        orow = out[p, od, oy]
+        for e in range(wo):
+            orow[e] = acc[e * sw] / vol if kind == 1 else acc[e * sw]
 '''
 
 

@@ -3,7 +3,9 @@
 MatMul is a batched product over a broadcast batch: every output matrix ``i`` reads lhs
 matrix ``ia[i]`` and rhs matrix ``ib[i]`` (index maps built once on the host). f32/f64
 products of useful size call BLAS from inside ``njit`` (``np.dot`` on 2-D contiguous
-slices, writing the output slice in place), large ones as row blocks in prange; small
+slices, writing the output slice in place), large ones as blocks in prange (``_blocks``:
+whole matrices, row blocks of tall ones, else column blocks passed to BLAS as strided
+views by ``gemm_view``, one-row products as GEMV, see _gemm_src); small
 products and integers run an ikj loop kernel (integers wrap, as the oracle's). DotGeneral
 transposes/reshapes its operands on the host into one such batched product; that transpose
 is a copy (skipped when the axes are already in order). Solves are LU with partial
@@ -29,6 +31,7 @@ from ...ir.dtype import DType
 from ...ops.opdef import OpError
 from .kernels import compile_kernel
 from .variant_table import th, use, use_par
+from ._gemm_src import GEMM_HEAD
 from .lowering import JitCall, Step, lowers
 
 SIXTEEN = (DType.F16, DType.BF16)
@@ -116,22 +119,29 @@ def blas_serial(fn, *args):
                 hold[1](_HOLDERS[1])
 
 
-_MM_SRC = '''
+_MM_SRC = GEMM_HEAD + '''
+
 @njit(cache=True, nogil=True)
-def mm_blas(a3, b3, o3, ia, ib, rows):
+def mm_blas(a3, b3, o3, ia, ib, rows, cols):
     for i in range(o3.shape[0]):
         np.dot(a3[ia[i]], b3[ib[i]], o3[i])
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def mm_blas_par(a3, b3, o3, ia, ib, rows):
-    # row blocks of every output matrix, one single-threaded BLAS call each
+def mm_blas_par(a3, b3, o3, ia, ib, rows, cols):
+    # blocks of rows x cols of every output matrix, one single-threaded BLAS call each
+    # (column blocks are strided views: gemm_view passes them without copies)
     nblk = (o3.shape[1] + rows - 1) // rows
-    for t in prange(o3.shape[0] * nblk):
-        i = t // nblk
-        r0 = (t % nblk) * rows
+    ncb = (o3.shape[2] + cols - 1) // cols
+    ab = np.zeros(2, o3.dtype)
+    ab[0] = 1
+    for t in prange(o3.shape[0] * nblk * ncb):
+        i = t // (nblk * ncb)
+        r0 = (t // ncb % nblk) * rows
         r1 = min(r0 + rows, o3.shape[1])
-        np.dot(a3[ia[i], r0:r1], b3[ib[i]], o3[i, r0:r1])
+        c0 = t % ncb * cols
+        c1 = min(c0 + cols, o3.shape[2])
+        gemm_view(a3[ia[i], r0:r1], b3[ib[i], :, c0:c1], o3[i, r0:r1, c0:c1], ab)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -175,6 +185,23 @@ def matmul_kernel():
     return _MM_KERNEL[0]
 
 
+def _blocks(bo: int, m: int, n: int) -> tuple:
+    """(rows, columns) per BLAS call of a parallel product: whole matrices when there are
+    enough of them for every thread (a single-threaded GEMM is most efficient whole: 8
+    blocks of 512³ took 2.0 ms, 2 blocks 1.6 ms, numpy's 2-thread sgemm 1.6 ms), else
+    each matrix split in ``ceil(threads / bo)``: by rows when it is tall, by columns when
+    its rows are few (each block packs all of the other operand: ``[128, 768]·[768,
+    2304]`` in two row blocks packs the 7 MB rhs twice, in two column blocks once)."""
+    split = -(-numba_threads() // bo)
+    if split <= 1:
+        return m, n
+    least = min(32, th("linalg.blas_par_min"))   # 1 under lowered thresholds (tests)
+    if m >= 256 * split or n < 2 * least * split:
+        return min(m, max(least, -(-m // split))), n
+    step = 16 if least > 1 else 1                # whole SIMD panels of columns
+    return m, min(n, (-(-n // split) + step - 1) // step * step)
+
+
 def mm_call(kind: str, bo: int, m: int, k: int, n: int):
     """(kernel, trailing arguments, uses BLAS) for ``o3[i] = a3[ia[i]] @ b3[ib[i]]`` with
     ``o3`` of shape [bo, m, n], K = ``k`` > 0 and dtype kind ``kind``."""
@@ -182,14 +209,10 @@ def mm_call(kind: str, bo: int, m: int, k: int, n: int):
     macs = bo * m * n * k
     if kind == "f" and macs // bo >= th("linalg.blas_min"):
         par = macs >= th("linalg.blas_par_min")
-        # one block per thread: a single-threaded GEMM is most efficient whole (measured:
-        # 8 blocks of 512³ took 2.0 ms, 2 blocks 1.6 ms, numpy's 2-thread sgemm 1.6 ms);
-        # the least block is 32 rows, or 1 under lowered thresholds (to reach the split)
-        least = min(32, th("linalg.blas_par_min"))
-        rows = max(least, -(-m * bo // numba_threads())) if par else m
-        blocks = par and rows < m * bo
+        rows, cols = _blocks(bo, m, n) if par else (m, n)
+        blocks = rows < m or cols < n or (par and bo > 1)
         use("matmul.blas.par" if blocks else "matmul.blas")
-        return (kern.get("mm_blas_par") if blocks else kern.fn), (min(rows, m),), True
+        return (kern.get("mm_blas_par") if blocks else kern.fn), (rows, cols), True
     par = use_par("matmul.loop", macs >= th("linalg.par_min"))
     return kern.get("mm_loop_par" if par else "mm_loop"), (), False
 

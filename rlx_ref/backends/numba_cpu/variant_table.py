@@ -124,6 +124,8 @@ VARIANTS = [
     *_pair("conv.gemm", ("Conv",), "conv.par_min", "unfold work, channels per group below "
            "conv.nhwc_min_cg"),
     *_pair("conv.1x1", ("Conv",), "conv.par_min", "1×1 stride-1 unpadded Conv work"),
+    *_pair("conv.depthwise", ("Conv",), "conv.par_min", "one input channel per group: "
+           "output × window elements"),
     *_pair("conv.nhwc", ("Conv",), "conv.par_min", "work, channels per group >= "
            "conv.nhwc_min_cg, not 1×1"),
     Variant(f"{B}:conv.cols.whole", ("Conv", "ConvTranspose2d"), "every image's unfold fits "
