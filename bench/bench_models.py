@@ -218,7 +218,9 @@ def write_docs(results: dict, args) -> None:
         results = {k: merged[k] for k in merged}
     meta = {"machine": platform.processor() or platform.machine(), "quick": args.quick,
             "python": platform.python_version(), "when": time.strftime("%Y-%m-%d"),
-            "cores": os.cpu_count(), "load_average": os.getloadavg()[0]}
+            "cores": os.cpu_count(), "load_average": os.getloadavg()[0],
+            # numpy's and numba's GEMMs run on OpenBLAS; a forced core type changes them
+            "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE") or "auto-detected"}
     (DOCS / "models.json").write_text(json.dumps({"meta": meta, "results": results},
                                                  indent=1, default=str) + "\n")
     (DOCS / "models.md").write_text(markdown(results, meta, SYSTEMS, _ms))
