@@ -187,7 +187,8 @@ def machine() -> str:
         cl = f"no OpenCL ({type(e).__name__})"
     return (f"{platform.processor() or platform.machine()}, {platform.system()} "
             f"{platform.release()}; Python {platform.python_version()}, numpy "
-            f"{np.__version__}, numba {numba.__version__}; OpenCL: {cl}")
+            f"{np.__version__}, numba {numba.__version__}, OpenBLAS core type "
+            f"{os.environ.get('OPENBLAS_CORETYPE') or 'auto-detected'}; OpenCL: {cl}")
 
 
 def main():
