@@ -1,0 +1,133 @@
+"""ONNX LSTM, GRU and RNN onto RLX's Lstm, Gru and Rnn kinds (PyTorch's cells).
+
+ONNX packs gates as LSTM (i, o, f, c) and GRU (z, r, h); RLX, like PyTorch, as LSTM
+(i, f, g, o) and GRU (r, z, n), so the weights are permuted at import. What RLX's cells
+cannot express is refused by name: other activations, clip, input_forget, peepholes,
+ragged sequence_lens, GRU's linear_before_reset=0, and LSTM's Y_c output.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..context import Unmappable
+from . import converts
+
+# ONNX gate blocks in RLX's order: LSTM i,o,f,c → i,f,c(g),o; GRU z,r,h → r,z,n
+ORDER = {"LSTM": (0, 2, 3, 1), "GRU": (1, 0, 2), "RNN": (0,)}
+DEFAULT_ACTS = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"],
+                "RNN": ["Tanh"]}
+KIND = {"LSTM": "Lstm", "GRU": "Gru", "RNN": "Rnn"}
+
+
+def _opt(ins, i):
+    return len(ins) > i and bool(ins[i])
+
+
+def _permute(w, order, hid):
+    """Reorder the gate blocks of ``w`` [D, G·H, ...] along axis 1."""
+    return np.concatenate([w[:, g * hid:(g + 1) * hid] for g in order], axis=1)
+
+
+def _acts(attrs, op, dirs):
+    """The activations; only ONNX's defaults (or Relu for RNN) have an RLX cell."""
+    acts = [a.decode() if isinstance(a, bytes) else a for a in attrs.get("activations", [])]
+    base = DEFAULT_ACTS[op]
+    if not acts:
+        return False
+    relu = op == "RNN" and acts == ["Relu"] * dirs
+    if acts != base * dirs and not relu:
+        raise Unmappable(f"activations={acts} (RLX's {KIND[op]} cell fixes "
+                         f"{base}{' or Relu' if op == 'RNN' else ''})", "activations")
+    return relu
+
+
+def _refuse(ctx, op, ins, attrs, seq):
+    for name in ("activation_alpha", "activation_beta", "clip"):
+        if attrs.has(name):
+            attrs.get(name)
+            raise Unmappable(f"{name} has no RLX form (RLX's cells are unclipped and take "
+                             "no activation parameters)", name)
+    if op == "LSTM":
+        if attrs.get("input_forget", 0):
+            raise Unmappable("input_forget=1 (coupled gates) has no RLX form", "input_forget")
+        if _opt(ins, 7) and np.any(ctx.need(ins[7], "LSTM's peepholes P")):
+            raise Unmappable("peephole weights P: RLX's Lstm cell has no peepholes")
+    if op == "GRU" and attrs.get("linear_before_reset", 0) != 1:
+        raise Unmappable("linear_before_reset=0 applies r before R_h; RLX's Gru (PyTorch's "
+                         "cell) applies it after, which ONNX spells linear_before_reset=1",
+                         "linear_before_reset")
+    if _opt(ins, 4):
+        lens = np.asarray(ctx.need(ins[4], "sequence_lens"))
+        if np.any(lens != seq):
+            raise Unmappable("sequence_lens shorter than the sequence (ragged batches)")
+
+
+@converts("LSTM", "GRU", "RNN")
+def recurrent(ctx, node, ins, attrs):
+    op = node.op_type
+    direction = attrs.only("direction", ("forward", "reverse", "bidirectional"), "forward")
+    layout = attrs.only("layout", (0, 1), 0)
+    hid = int(attrs.get("hidden_size"))
+    x = ctx.id(ins[0])
+    if layout == 0:
+        x = ctx.op("Transpose", (x,), perm=(1, 0, 2))       # RLX is batch-first
+    batch, seq, _ = ctx.dims(x)
+    dt = ctx.dt(x)
+    dirs = 2 if direction == "bidirectional" else 1
+    relu = _acts(attrs, op, dirs)
+    _refuse(ctx, op, ins, attrs, seq)
+    if op == "LSTM" and len(node.output) > 2 and node.output[2]:
+        raise Unmappable("the Y_c output: RLX's Lstm returns the hidden states only")
+    order = ORDER[op]
+    w = _permute(np.asarray(ctx.need(ins[1], f"{op}'s W")), order, hid)
+    r = _permute(np.asarray(ctx.need(ins[2], f"{op}'s R")), order, hid)
+    g = len(order)
+    b = np.asarray(ctx.need(ins[3], f"{op}'s B")) if _opt(ins, 3) else \
+        np.zeros((dirs, 2 * g * hid), dt.np)
+    wb, rb = _permute(b[:, :g * hid], order, hid), _permute(b[:, g * hid:], order, hid)
+    if direction == "reverse":
+        # RLX's reverse pass is the second direction of a bidirectional one: run the
+        # forward direction on a reversed sequence instead, and reverse its output
+        x = _flip(ctx, x, 1)
+    operands = [x, ctx.const(w.reshape(-1), dt), ctx.const(r.reshape(-1), dt)]
+    if op == "GRU":
+        operands += [ctx.const(wb.reshape(-1), dt), ctx.const(rb.reshape(-1), dt)]
+    else:
+        operands.append(ctx.const((wb + rb).reshape(-1), dt))
+    states = [5, 6] if op == "LSTM" else [5]
+    carry = any(_opt(ins, i) for i in states)
+    for i in states if carry else ():
+        operands.append(ctx.id(ins[i]) if _opt(ins, i) else
+                        ctx.const(np.zeros((dirs, batch, hid), dt.np), dt))
+    fields = dict(hidden_size=hid, num_layers=1, bidirectional=dirs == 2, carry=carry)
+    if op == "RNN":
+        fields["relu"] = relu
+    y = ctx.op(KIND[op], operands, **fields)
+    y = ctx.reshape(y, (batch, seq, dirs, hid))
+    if direction == "reverse":
+        y = _flip(ctx, y, 1)
+    outs = [_y_out(ctx, y, layout), _y_h(ctx, y, direction, layout, seq)]
+    return outs
+
+
+def _flip(ctx, x, axis):
+    n = ctx.dims(x)[axis]
+    return ctx.op("Slice", (x,), axis=axis, start=n - 1, len=n, step=-1)
+
+
+def _y_out(ctx, y, layout):
+    """Y: [seq, D, batch, H] (layout 0) or [batch, seq, D, H] (layout 1)."""
+    return y if layout == 1 else ctx.op("Transpose", (y,), perm=(1, 2, 0, 3))
+
+
+def _y_h(ctx, y, direction, layout, seq):
+    """Y_h: each direction's last state, [D, batch, H] (layout 0) or [batch, D, H]."""
+    parts = []
+    for d in range(2 if direction == "bidirectional" else 1):
+        t = 0 if direction == "reverse" or d == 1 else seq - 1
+        s = ctx.op("Slice", (y,), axis=1, start=t, len=1, step=1)
+        parts.append(ctx.op("Slice", (s,), axis=2, start=d, len=1, step=1))
+    h = parts[0] if len(parts) == 1 else ctx.op("Concat", parts, axis=2)
+    b, _, dd, hid = ctx.dims(h)
+    h = ctx.reshape(h, (b, dd, hid))
+    return h if layout == 1 else ctx.op("Transpose", (h,), perm=(1, 0, 2))
