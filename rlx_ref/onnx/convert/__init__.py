@@ -31,4 +31,6 @@ def converts(*op_types):
     return deco
 
 
-from . import attention, elementwise, loss, movement, nn, quant, recurrent, reduce, resize  # noqa: E402,F401
+from . import (  # noqa: E402,F401
+    attention, elementwise, loss, movement, nn, quant, recurrent, reduce, resize, transformer,
+)
