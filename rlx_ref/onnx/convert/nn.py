@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...ir.dtype import DType
+
 from ..context import Unmappable, norm_axis
 from . import converts
 from ._pool import pool_geometry, sum_pool_counts, window_indices
@@ -137,6 +139,9 @@ def conv_transpose(ctx, node, ins, attrs):
 @converts("MaxPool", "AveragePool", "LpPool")
 def pool(ctx, node, ins, attrs):
     x = ctx.id(ins[0])
+    orig = ctx.dt(x)
+    if node.op_type == "MaxPool" and orig.name in ("U8", "I8", "I16"):
+        x = ctx.cast(x, DType.F32)      # RLX pools floats; a max of these is exact in f32
     lp = node.op_type == "LpPool"
     if lp:      # (Σ |x|^p)^(1/p): a Sum pool between two elementwise steps
         p = attrs.get("p", 2)
@@ -172,7 +177,7 @@ def pool(ctx, node, ins, attrs):
         inc = attrs.get("count_include_pad", 0)
         counts = sum_pool_counts(dims[2:], kernel, strides, dil, full, pads, inc, outs)
         y = ctx.bin("Div", y, ctx.const(counts.astype(ctx.dt(y).np), ctx.dt(y)))
-    return [y]
+    return [ctx.cast(y, orig)]
 
 
 def _gather_pool(ctx, xp, kind, outs, kernel, strides, dil):
@@ -202,8 +207,9 @@ def _channel(ctx, v, rank):
 @converts("BatchNormalization")
 def batch_norm(ctx, node, ins, attrs):
     if attrs.get("training_mode", 0):
-        raise Unmappable("training_mode=1 (batch statistics) is not supported",
-                         "training_mode")
+        from .normalization import batch_norm_training
+
+        return batch_norm_training(ctx, node, ins, attrs)
     attrs.get("momentum")
     x = ctx.id(ins[0])
     r = len(ctx.dims(x))
@@ -271,4 +277,15 @@ def lp_norm(ctx, node, ins, attrs):
 
 @converts("Det")
 def det(ctx, node, ins, attrs):
-    return [ctx.op("Det", (ctx.id(ins[0]),))]
+    x = ctx.id(ins[0])
+    dims = ctx.dims(x)
+    if len(dims) == 2:
+        return [ctx.op("Det", (x,))]
+    # RLX's Det takes one matrix: a batch is one Det per matrix, restacked
+    batch = int(np.prod(dims[:-2]))
+    flat = ctx.reshape(x, (batch,) + dims[-2:])
+    dets = [ctx.reshape(ctx.op("Det", (ctx.reshape(
+        ctx.op("Slice", (flat,), axis=0, start=i, len=1, step=1), dims[-2:]),)), (1,))
+        for i in range(batch)]
+    y = dets[0] if batch == 1 else ctx.op("Concat", dets, axis=0)
+    return [ctx.reshape(y, dims[:-2])]
