@@ -1,0 +1,63 @@
+"""ONNX DFT onto RLX's Fft (rows in the 2N real block layout along the last axis)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..context import Unmappable, norm_axis
+from . import converts
+
+
+def _opt(ins, i):
+    return len(ins) > i and bool(ins[i])
+
+
+def _part(ctx, x, i, dims):
+    """Real (i = 0) or imaginary (i = 1) lane of ONNX's trailing [re, im] axis."""
+    r = len(dims)
+    return ctx.reshape(ctx.op("Slice", (x,), axis=r - 1, start=i, len=1, step=1), dims[:-1])
+
+
+@converts("DFT")
+def dft(ctx, node, ins, attrs):
+    x = ctx.id(ins[0])
+    dims = ctx.dims(x)
+    r = len(dims)
+    if ctx.opset >= 20:
+        axis = int(ctx.need(ins[2], "DFT's axis")) if _opt(ins, 2) else -2
+    else:
+        axis = attrs.get("axis", 1)
+    ax = norm_axis(axis, r)
+    if ax == r - 1 or dims[-1] not in (1, 2):
+        raise Unmappable(f"DFT axis {axis} of {list(dims)}: the last axis holds [re, im]")
+    inverse, onesided = bool(attrs.get("inverse", 0)), bool(attrs.get("onesided", 0))
+    m = dims[ax]
+    n = 2 * (m - 1) if inverse and onesided else m
+    if _opt(ins, 1) and int(ctx.need(ins[1], "DFT's dft_length")) != n:
+        raise Unmappable("a dft_length other than the signal's length (zero padding or "
+                         "truncation)")
+    # the signal axis moves last: RLX transforms rows of the last axis
+    perm = [i for i in range(r - 1) if i != ax] + [ax]
+    back = tuple(int(i) for i in np.argsort(perm)) + (r - 1,)
+    re = ctx.op("Transpose", (_part(ctx, x, 0, dims),), perm=tuple(perm))
+    if dims[-1] == 2:
+        im = ctx.op("Transpose", (_part(ctx, x, 1, dims),), perm=tuple(perm))
+    else:
+        im = ctx.const(np.zeros(ctx.dims(re), ctx.dt(re).np), ctx.dt(re))
+    last = r - 2
+    if inverse and onesided:
+        # the Hermitian half: X[N-k] = conj(X[k]); the imaginary parts of the DC and
+        # Nyquist bins only reach the (discarded) imaginary output, as in numpy's irfft
+        mirror = [ctx.op("Slice", (t,), axis=last, start=n - m, len=n - m, step=-1)
+                  for t in (re, im)]
+        re = ctx.op("Concat", (re, mirror[0]), axis=last)
+        im = ctx.op("Concat", (im, ctx.act("Neg", mirror[1])), axis=last)
+    y = ctx.op("Fft", (ctx.op("Concat", (re, im), axis=last),), inverse=inverse,
+               norm="Forward" if inverse else "Backward")
+    keep = n // 2 + 1 if onesided and not inverse else n
+    lanes = [ctx.op("Slice", (y,), axis=last, start=s, len=keep, step=1) for s in (0, n)]
+    if inverse and onesided:
+        lanes = lanes[:1]       # irfft's output is real
+    out_dims = ctx.dims(lanes[0]) + (1,)
+    lanes = [ctx.reshape(t, out_dims) for t in lanes]
+    z = lanes[0] if len(lanes) == 1 else ctx.op("Concat", lanes, axis=r - 1)
+    return [ctx.op("Transpose", (z,), perm=back)]
