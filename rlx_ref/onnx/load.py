@@ -171,6 +171,11 @@ def import_model(path_or_model, *, opset=None, weights: str = "params",
     for vo in og.output:
         if vo.name in poisoned:
             continue
+        if not vo.type.HasField("tensor_type"):
+            kind = vo.type.WhichOneof("value").replace("_type", "")
+            problems.append(Problem(vo.name, f"(output {kind})", None,
+                                    f"graph output {vo.name!r} is not a tensor ({kind})"))
+            continue
         try:
             outputs.append(ctx.id(vo.name))
         except Unmappable as e:
@@ -234,6 +239,11 @@ def _fold(ctx: Ctx, node, ins: list) -> list:
         raise Unmappable(f"constant folding failed: {type(e).__name__}: {e}") from None
     res = []
     for o in outs:
+        if not isinstance(o, (np.ndarray, np.generic)):
+            # a sequence or optional: RLX values are tensors, and an array made of a
+            # list would silently change the value's type
+            kind = "an empty optional" if o is None else f"a {type(o).__name__}"
+            raise Unmappable(f"{node.op_type} folds to {kind}, not a tensor")
         arr = np.asarray(o)
         dtype_of(_elem_type(arr), f"folded output of {node.op_type}")
         res.append(arr)
