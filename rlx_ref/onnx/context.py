@@ -72,6 +72,7 @@ class Ctx:
         self.folded: set = set()      # graph inputs taken as static values
         self.weights: dict = {}       # float initializers: Params on first use as a tensor
         self.params: dict = {}        # the Params made so far: name -> array
+        self.producers: dict = {}     # ONNX name -> (index, node) of the main graph
 
     # ── reading operands ───────────────────────────────────────────────────
     def value(self, name: str):
@@ -89,6 +90,10 @@ class Ctx:
         if v is None and name in self.static_inputs and name not in self.ids:
             v = self.static[name] = np.asarray(self.static_inputs[name])
             self.folded.add(name)
+        if v is None and name in self.producers:
+            from .static_eval import evaluate
+
+            v = evaluate(self, name)
         if v is None:
             raise Unmappable(f"{what} ({name!r}) must be known at import time (a constant "
                              f"or initializer); it is computed at run time")

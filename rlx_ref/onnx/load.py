@@ -135,6 +135,7 @@ def import_model(path_or_model, *, opset=None, weights: str = "params",
     for i, node in enumerate(og.node):
         label = node.name or f"{node.op_type}_{i}"
         ins = list(node.input)
+        ctx.producers.update((o, (i, node)) for o in node.output if o)
         if node.domain not in ("", "ai.onnx"):
             problems.append(Problem(label, f"{node.domain}.{node.op_type}", None,
                                     f"domain {node.domain!r} is not supported"))

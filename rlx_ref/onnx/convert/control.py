@@ -45,8 +45,10 @@ def inline(ctx, graph, feeds: list) -> list:
         ctx.static[t.name] = numpy_helper.to_array(t)
     for vi, v in zip(graph.input, feeds):
         _bind(ctx, vi.name, v)
-    for node in graph.node:
+    base = 1 << 40        # body nodes come after every node of the main graph
+    for k, node in enumerate(graph.node):
         ins = list(node.input)
+        ctx.producers.update((o, (base + k, node)) for o in node.output if o)
         static = bool(ins) and all(not n or n in ctx.static for n in ins)
         if node.domain not in ("", "ai.onnx"):
             raise Unmappable(f"the body holds a {node.domain}.{node.op_type} node")
@@ -77,10 +79,11 @@ def _node(ctx, v):
 
 
 def _static_value(ctx, name):
-    v = ctx.value(name)
-    if v is None and name in ctx.static_inputs and name not in ctx.ids:
-        v = ctx.need(name, "a condition")
-    return v
+    """The import-time value of ``name``, or None when it is known only at run time."""
+    try:
+        return ctx.need(name, "a control value")
+    except Unmappable:
+        return None
 
 
 @converts("If")

@@ -222,7 +222,9 @@ def constant_of_shape(ctx, node, ins, attrs):
 
 @converts("Range")
 def range_(ctx, node, ins, attrs):
-    vals = [ctx.need(n, "Range's start/limit/delta") for n in ins]
+    vals = [np.asarray(ctx.need(n, "Range's start/limit/delta")) for n in ins]
+    # ONNX's reference (numpy) accepts one-element tensors where the spec says scalars
+    vals = [v.reshape(()) if v.size == 1 else v for v in vals]
     return [np.arange(vals[0], vals[1], vals[2]).astype(vals[0].dtype)]
 
 
