@@ -1,6 +1,8 @@
 """The import state: ONNX tensor names bound to RLX node ids or to static numpy values."""
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from ..ir.dtype import DType
@@ -72,7 +74,8 @@ class Ctx:
         self.folded: set = set()      # graph inputs taken as static values
         self.weights: dict = {}       # float initializers: Params on first use as a tensor
         self.params: dict = {}        # the Params made so far: name -> array
-        self.producers: dict = {}     # ONNX name -> (index, node) of the main graph
+        self.producers: dict = {}     # ONNX name -> (order, node) that computes it
+        self.order = itertools.count()  # producers' order: a topological one
 
     # ── reading operands ───────────────────────────────────────────────────
     def value(self, name: str):

@@ -9,6 +9,7 @@ import numpy as np
 from ..ir.graph import Graph
 from .context import Attrs, Ctx, Unmappable, dtype_of, input_shape
 from .convert import CONVERTERS, FOLDABLE
+from .functions import has_body
 
 MIN_OPSET = 13
 
@@ -135,30 +136,25 @@ def import_model(path_or_model, *, opset=None, weights: str = "params",
     for i, node in enumerate(og.node):
         label = node.name or f"{node.op_type}_{i}"
         ins = list(node.input)
-        ctx.producers.update((o, (i, node)) for o in node.output if o)
+        ctx.producers.update((o, (next(ctx.order), node)) for o in node.output if o)
         if node.domain not in ("", "ai.onnx"):
             problems.append(Problem(label, f"{node.domain}.{node.op_type}", None,
                                     f"domain {node.domain!r} is not supported"))
             poisoned.update(node.output)
             continue
         static = bool(ins) and all(not n or n in ctx.static for n in ins)
-        if node.op_type not in CONVERTERS and not (static and _foldable(node)):
-            problems.append(Problem(label, node.op_type, None,
-                                    "no RLX kind or decomposition for this op"))
+        if node.op_type not in CONVERTERS and not (static and _foldable(node)) and \
+                not has_body(ctx.opset, node):
+            problems.append(Problem(label, node.op_type, None, NO_MAPPING))
             poisoned.update(node.output)
             continue
         if any(n in poisoned for n in ins if n):
             poisoned.update(node.output)
             continue
         try:
-            outs = _convert(ctx, node, ins)
+            outs = convert_node(ctx, node, ins, label)
         except Unmappable as e:
             problems.append(Problem(label, node.op_type, e.attribute, e.why))
-            poisoned.update(node.output)
-            continue
-        except Exception as e:  # noqa: BLE001 - a builder error is this node's problem
-            problems.append(Problem(label, node.op_type, None,
-                                    f"RLX rejects the mapping: {type(e).__name__}: {e}"))
             poisoned.update(node.output)
             continue
         for oname, out in zip(node.output, outs):
@@ -190,6 +186,50 @@ def import_model(path_or_model, *, opset=None, weights: str = "params",
 
     verify_or_raise(g)
     return Imported(g, dict(ctx.params), tuple(sorted(ctx.folded)))
+
+
+NO_MAPPING = "no RLX kind or decomposition for this op"
+
+
+def convert_node(ctx: Ctx, node, ins: list, label: str) -> list:
+    """A node's outputs: its converter's, folded, or (for an op no converter maps) its
+    ONNX function body's, imported node by node. A converter's refusal stands: it names
+    what RLX cannot express, or an attribute value ONNX does not define."""
+    from .functions import expand
+
+    static = bool(ins) and all(not n or n in ctx.static for n in ins)
+    if node.op_type in CONVERTERS or (static and _foldable(node)):
+        try:
+            return _convert(ctx, node, ins)
+        except Unmappable:
+            raise
+        except Exception as e:  # noqa: BLE001 - a builder error is this node's problem
+            raise Unmappable(f"RLX rejects the mapping: {type(e).__name__}: {e}") from None
+    body = expand(ctx, node, label)
+    if body is None:
+        raise Unmappable(NO_MAPPING)
+    nodes, opset = body
+    outer, ctx.opset = ctx.opset, opset       # the body is written in its own opset
+    try:
+        for k, sub in enumerate(nodes):
+            ctx.producers.update((o, (next(ctx.order), sub)) for o in sub.output if o)
+            sub_ins = list(sub.input)
+            try:
+                outs = convert_node(ctx, sub, sub_ins, f"{label}/{k}")
+            except Unmappable as e:
+                raise Unmappable(f"in ONNX's function body of {node.op_type}, "
+                                 f"{sub.op_type}: {e.why}", e.attribute) from None
+            for oname, out in zip(sub.output, outs):
+                if oname and isinstance(out, np.ndarray):
+                    ctx.ids.pop(oname, None)
+                    ctx.static[oname] = out
+                elif oname:
+                    ctx.static.pop(oname, None)
+                    ctx.ids[oname] = out
+    finally:
+        ctx.opset = outer
+    return [ctx.static[o] if o in ctx.static and o not in ctx.ids else
+            (ctx.id(o) if o else None) for o in node.output]
 
 
 def _convert(ctx: Ctx, node, ins: list) -> list:

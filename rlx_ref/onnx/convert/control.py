@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..context import Unmappable, norm_axis
-from . import CONVERTERS, converts
+from . import converts
 
 MAX_STEPS = 4096        # an unrolled loop longer than this is refused, not built
 
@@ -31,7 +31,7 @@ def inline(ctx, graph, feeds: list) -> list:
     or static arrays); its outputs, each a node id or a static array. Outer names stay
     visible, as ONNX's scoping says; the body's own names are cleared first, so every
     unrolled step binds them afresh."""
-    from ..load import _convert, _foldable
+    from ..load import convert_node
 
     if len(feeds) != len(graph.input):
         raise Unmappable(f"body {graph.name!r} takes {len(graph.input)} inputs, "
@@ -45,17 +45,13 @@ def inline(ctx, graph, feeds: list) -> list:
         ctx.static[t.name] = numpy_helper.to_array(t)
     for vi, v in zip(graph.input, feeds):
         _bind(ctx, vi.name, v)
-    base = 1 << 40        # body nodes come after every node of the main graph
-    for k, node in enumerate(graph.node):
+    for node in graph.node:
         ins = list(node.input)
-        ctx.producers.update((o, (base + k, node)) for o in node.output if o)
-        static = bool(ins) and all(not n or n in ctx.static for n in ins)
+        ctx.producers.update((o, (next(ctx.order), node)) for o in node.output if o)
         if node.domain not in ("", "ai.onnx"):
             raise Unmappable(f"the body holds a {node.domain}.{node.op_type} node")
-        if node.op_type not in CONVERTERS and not (static and _foldable(node)):
-            raise Unmappable(f"the body holds a {node.op_type} node, which does not map")
         try:
-            outs = _convert(ctx, node, ins)
+            outs = convert_node(ctx, node, ins, f"{graph.name}/{node.op_type}")
         except Unmappable as e:
             raise Unmappable(f"in the body, {node.op_type}: {e.why}") from None
         for oname, out in zip(node.output, outs):

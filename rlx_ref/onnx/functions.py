@@ -1,0 +1,80 @@
+"""ONNX ops that ONNX itself defines as a function of other ops, expanded at import.
+
+Where no converter maps an op (or its converter refuses the attributes given), the op's
+function body from its schema (plain, or built for the node's input types) replaces it:
+that body is ONNX's own definition, so importing it keeps ONNX's meaning exactly.
+"""
+from __future__ import annotations
+
+
+def expand(ctx, node, label: str):
+    """``(nodes, opset)``: ``node``'s function body renamed into this graph and the opset
+    it is written in, or None when the op has no function at this opset."""
+    from onnx import FunctionProto, NodeProto, defs
+
+    if node.domain not in ("", "ai.onnx"):
+        return None
+    try:
+        schema = defs.get_schema(node.op_type, ctx.opset, node.domain)
+    except Exception:  # noqa: BLE001 - onnx raises SchemaError for unknown ops
+        return None
+    full = NodeProto()
+    full.CopyFrom(node)
+    given = {a.name for a in node.attribute}
+    for name, a in schema.attributes.items():
+        if name not in given and a.default_value.name:
+            full.attribute.append(a.default_value)
+    text = None
+    plain = [v for v in schema.function_opset_versions if v <= ctx.opset]
+    if plain:
+        text = schema.get_function_with_opset_version(max(plain))
+    else:
+        deps = [v for v in schema.context_dependent_function_opset_versions if v <= ctx.opset]
+        types = _input_types(ctx, node)
+        if deps and types is not None:
+            text = schema.get_context_dependent_function_with_opset_version(
+                max(deps), full.SerializeToString(), [t.SerializeToString() for t in types])
+    if not text:
+        return None
+    fn = FunctionProto()
+    fn.ParseFromString(text)
+    opset = next((o.version for o in fn.opset_import if o.domain in ("", "ai.onnx")),
+                 ctx.opset)
+    from onnx.backend.test.case.node import function_expand_helper
+
+    prefix = f"{label}/{node.op_type}/"
+    return function_expand_helper(full, fn, prefix), opset
+
+
+def has_body(opset: int, node) -> bool:
+    """Whether ONNX defines ``node``'s op as a function at ``opset``."""
+    from onnx import defs
+
+    if node.domain not in ("", "ai.onnx"):
+        return False
+    try:
+        schema = defs.get_schema(node.op_type, opset, node.domain)
+    except Exception:  # noqa: BLE001
+        return False
+    return any(v <= opset for v in list(schema.function_opset_versions) +
+               list(schema.context_dependent_function_opset_versions))
+
+
+def _input_types(ctx, node):
+    """The TypeProtos of the node's inputs (a context-dependent body is built for them)."""
+    from onnx import helper
+
+    from .context import ONNX_DTYPES
+
+    code = {dt: c for c, dt in ONNX_DTYPES.items()}
+    types = []
+    for n in node.input:
+        if not n:
+            types.append(helper.make_empty_tensor_value_info("").type)
+            continue
+        try:
+            types.append(helper.make_tensor_type_proto(code[ctx.dtype(n)],
+                                                       list(ctx.shape(n))))
+        except Exception:  # noqa: BLE001 - an input that does not map has no type here
+            return None
+    return types
