@@ -33,5 +33,5 @@ def converts(*op_types):
 
 from . import (  # noqa: E402,F401
     attention, control, conv_transpose, elementwise, loss, movement, nn, normalization, quant,
-    recurrent, reduce, resize, spectral, transformer,
+    recurrent, reduce, resize, select, spectral, transformer,
 )
