@@ -1,4 +1,4 @@
-"""Resize (nearest) as one Gather per resized axis, with ONNX's coordinate rules; Einsum."""
+"""Resize (nearest, linear) as Gathers per resized axis, with ONNX's coordinate rules; Einsum."""
 from __future__ import annotations
 
 import math
@@ -61,16 +61,23 @@ def _sizes(ctx, ins, attrs, dims, axes):
 
 @converts("Resize")
 def resize(ctx, node, ins, attrs):
-    mode = attrs.only("mode", ("nearest", "linear"), "nearest")
-    how = attrs.only("coordinate_transformation_mode", _COORD, "half_pixel")
+    mode = attrs.only("mode", ("nearest", "linear", "cubic"), "nearest")
+    how = attrs.only("coordinate_transformation_mode", _COORD + ("tf_crop_and_resize",),
+                     "half_pixel")
     near = attrs.only("nearest_mode", _NEAREST, "round_prefer_floor")
-    attrs.only("antialias", (0,), 0)
-    for unused in ("cubic_coeff_a", "exclude_outside", "extrapolation_value"):
-        attrs.get(unused)       # they apply to other modes; nearest ignores them
+    antialias = attrs.only("antialias", (0, 1), 0)
     x = ctx.id(ins[0])
     dims = ctx.dims(x)
     axes = [norm_axis(a, len(dims)) for a in attrs.get("axes", range(len(dims)))]
     outs, scales = _sizes(ctx, ins, attrs, dims, axes)
+    if mode == "cubic" or antialias or how == "tf_crop_and_resize" or \
+            attrs.get("exclude_outside", 0):
+        from .resize_weights import resize_by_weights
+
+        return resize_by_weights(ctx, ins, attrs, mode, how, antialias, near, axes, outs,
+                                 scales)
+    for unused in ("cubic_coeff_a", "extrapolation_value"):
+        attrs.get(unused)       # they apply to other modes and coordinate rules
     for a, n_out, sc in zip(axes, outs, scales):
         src = _source(np.arange(n_out, dtype=np.float64), sc, n_out, dims[a], how)
         if mode == "linear":
