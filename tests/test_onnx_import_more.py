@@ -293,3 +293,82 @@ def test_batch_norm_training_mode_uses_batch_statistics():
     np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(rm, 0.8 * mean + 0.2 * bm, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(rv, 0.8 * var + 0.2 * bv, rtol=1e-5, atol=1e-6)
+
+
+# ── resize by interpolation matrices ────────────────────────────────────
+def _keys(t, a=-0.75):
+    t = abs(t)
+    if t <= 1:
+        return (a + 2) * t ** 3 - (a + 3) * t ** 2 + 1
+    return a * t ** 3 - 5 * a * t ** 2 + 8 * a * t - 4 * a if t < 2 else 0.0
+
+
+def test_resize_cubic_matches_keys_kernel_with_edge_clamp():
+    x = _x(1, 1, 1, 5)
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="cubic")
+    m = _model([node], [("x", F, x.shape)], [("y", F)],
+               [("scales", np.array([1, 1, 1, 2], np.float32))], opset=19)
+    (y,) = _run(m, {"x": x})
+    want = []
+    for o in range(10):
+        src = (o + 0.5) / 2 - 0.5
+        i0 = int(np.floor(src))
+        want.append(sum(_keys(src - i) * x[0, 0, 0, min(max(i, 0), 4)]
+                        for i in range(i0 - 1, i0 + 3)))
+    np.testing.assert_allclose(y[0, 0, 0], want, rtol=1e-5, atol=1e-5)
+
+
+def test_resize_tf_crop_and_resize_extrapolates_outside_the_roi():
+    x = np.arange(4, dtype=np.float32).reshape(1, 1, 1, 4) * 2
+    roi = np.array([0, 0, 0, 0.5, 1, 1, 1, 1.5], np.float32)
+    node = helper.make_node("Resize", ["x", "roi", "", "sizes"], ["y"], mode="linear",
+                            coordinate_transformation_mode="tf_crop_and_resize",
+                            extrapolation_value=-7.0)
+    m = _model([node], [("x", F, x.shape)], [("y", F)],
+               [("roi", roi), ("sizes", np.array([1, 1, 1, 5], np.int64))], opset=19)
+    (y,) = _run(m, {"x": x})
+    src = 0.5 * 3 + np.arange(5) * (1.5 - 0.5) * 3 / 4      # the ROI's source positions
+    want = np.where(src > 3, -7.0, 2 * src)                  # x is the line 2·i
+    np.testing.assert_allclose(y[0, 0, 0], want, rtol=1e-6, atol=1e-6)
+
+
+# ── gathers with import-time indices, LRN, function bodies ──────────────
+def test_compress_and_reverse_sequence():
+    x = _x(3, 4)
+    nodes = [helper.make_node("Compress", ["x", "keep"], ["c"], axis=1),
+             helper.make_node("ReverseSequence", ["x", "lens"], ["r"], time_axis=1,
+                              batch_axis=0)]
+    keep, lens = np.array([1, 0, 1, 1], bool), np.array([4, 1, 2], np.int64)
+    m = _model(nodes, [("x", F, x.shape)], [("c", F), ("r", F)],
+               [("keep", keep), ("lens", lens)])
+    c, r = _run(m, {"x": x})
+    np.testing.assert_array_equal(c, x[:, keep])
+    want = x.copy()
+    for b, n in enumerate(lens):
+        want[b, :n] = x[b, :n][::-1]
+    np.testing.assert_array_equal(r, want)
+
+
+def test_lrn_channel_window():
+    x = _x(1, 5, 2, 2)
+    node = helper.make_node("LRN", ["x"], ["y"], size=4, alpha=0.3, beta=0.6, bias=1.5)
+    m = _model([node], [("x", F, x.shape)], [("y", F)])
+    (y,) = _run(m, {"x": x})
+    sq = np.zeros_like(x)
+    for c in range(5):      # window: 1 channel before, 2 after
+        sq[:, c] = (x[:, max(c - 1, 0):c + 3] ** 2).sum(axis=1)
+    np.testing.assert_allclose(y, x / (1.5 + 0.3 / 4 * sq) ** 0.6, rtol=1e-5, atol=1e-6)
+
+
+def test_op_without_converter_imports_through_its_function_body():
+    """CenterCropPad has no converter: ONNX's function body of it is imported."""
+    x = _x(5, 4)
+    node = helper.make_node("CenterCropPad", ["x", "shape"], ["y"])
+    m = _model([node], [("x", F, x.shape)], [("y", F)],
+               [("shape", np.array([3, 6], np.int64))], opset=18)
+    graph, _ = load_with_params(m)
+    assert "Pad" in {n.kind for n in graph.nodes}
+    (y,) = _run(m, {"x": x})
+    want = np.zeros((3, 6), np.float32)
+    want[:, 1:5] = x[1:4]           # rows cropped from the centre, columns padded around
+    np.testing.assert_array_equal(y, want)

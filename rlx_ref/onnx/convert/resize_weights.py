@@ -45,7 +45,7 @@ def resize_by_weights(ctx, ins, attrs, mode, how, antialias, near, axes, outs, s
     """Apply each resized axis' matrix with a DotGeneral (x's axis against W's columns)."""
     from onnx.reference.ops import op_resize as R
 
-    if not hasattr(R, "_interpolate_1d_along_axis"):    # onnx < 1.20 lacks it
+    if not hasattr(R, "_interpolate_1d_along_axis"):    # older onnx packages lack it
         raise Unmappable("this onnx package has no 1-D resize reference to build the "
                          f"{mode} weights from")
     a = attrs.get("cubic_coeff_a", -0.75)
