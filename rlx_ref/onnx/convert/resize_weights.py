@@ -3,7 +3,9 @@ tf_crop_and_resize, whose taps and weights ONNX's reference defines.
 
 Every Resize mode is affine in the data along each axis (and separable), so the matrix of
 an axis is ONNX's own 1-D resize applied to the identity; extrapolated positions
-(tf_crop_and_resize outside the ROI) are its constant term.
+(tf_crop_and_resize outside the ROI) are its constant term. The dense product multiplies
+every input of the axis (most by 0), so a non-finite input spreads NaN along its axis where
+ONNX's reference touches only each output's own taps.
 """
 from __future__ import annotations
 
