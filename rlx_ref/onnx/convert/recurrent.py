@@ -3,7 +3,8 @@
 ONNX packs gates as LSTM (i, o, f, c) and GRU (z, r, h); RLX, like PyTorch, as LSTM
 (i, f, g, o) and GRU (r, z, n), so the weights are permuted at import. What RLX's cells
 cannot express is refused by name: other activations, clip, input_forget, peepholes,
-ragged sequence_lens, GRU's linear_before_reset=0, and LSTM's Y_c output.
+ragged sequence_lens and GRU's linear_before_reset=0. LSTM's Y_c, which RLX's Lstm does
+not return, is recomputed from the hidden states it does.
 """
 from __future__ import annotations
 
@@ -76,8 +77,6 @@ def recurrent(ctx, node, ins, attrs):
     dirs = 2 if direction == "bidirectional" else 1
     relu = _acts(attrs, op, dirs)
     _refuse(ctx, op, ins, attrs, seq)
-    if op == "LSTM" and len(node.output) > 2 and node.output[2]:
-        raise Unmappable("the Y_c output: RLX's Lstm returns the hidden states only")
     order = ORDER[op]
     w = _permute(np.asarray(ctx.need(ins[1], f"{op}'s W")), order, hid)
     r = _permute(np.asarray(ctx.need(ins[2], f"{op}'s R")), order, hid)
@@ -96,18 +95,69 @@ def recurrent(ctx, node, ins, attrs):
         operands.append(ctx.const((wb + rb).reshape(-1), dt))
     states = [5, 6] if op == "LSTM" else [5]
     carry = any(_opt(ins, i) for i in states)
-    for i in states if carry else ():
-        operands.append(ctx.id(ins[i]) if _opt(ins, i) else
-                        ctx.const(np.zeros((dirs, batch, hid), dt.np), dt))
+    init = [_state(ctx, ins, i, layout, (dirs, batch, hid), dt) for i in states]
+    if carry:
+        operands += init
     fields = dict(hidden_size=hid, num_layers=1, bidirectional=dirs == 2, carry=carry)
     if op == "RNN":
         fields["relu"] = relu
     y = ctx.op(KIND[op], operands, **fields)
     y = ctx.reshape(y, (batch, seq, dirs, hid))
+    y_c = None
+    if op == "LSTM" and len(node.output) > 2 and node.output[2]:
+        y_c = lstm_cell_state(ctx, x, y, w, r, wb + rb, init, hid)
+        if layout == 0:
+            y_c = ctx.op("Transpose", (y_c,), perm=(1, 0, 2))
     if direction == "reverse":
         y = _flip(ctx, y, 1)
     outs = [_y_out(ctx, y, layout), _y_h(ctx, y, direction, layout, seq)]
-    return outs
+    return outs + ([y_c] if y_c is not None else [])
+
+
+def _state(ctx, ins, i, layout, dims, dt):
+    """An initial state as [D, batch, H] (layout 1 gives it batch-first), zeros if absent."""
+    if not _opt(ins, i):
+        return ctx.const(np.zeros(dims, dt.np), dt)
+    s = ctx.id(ins[i])
+    return s if layout == 0 else ctx.op("Transpose", (s,), perm=(1, 0, 2))
+
+
+def lstm_cell_state(ctx, x, y, w, r, bias, init, hid):
+    """LSTM's final cell state [batch, D, H], which RLX's Lstm does not return: the gates
+    of every step are recomputed from x and the hidden states y holds (the step's input
+    state is the previous output), then c_t = f·c_(t-1) + i·g runs in the direction's
+    order. Weights are in RLX's gate order (i, f, g, o)."""
+    batch, seq, dirs, _ = ctx.dims(y)
+    dt = ctx.dt(x)
+    finals = []
+    for d in range(dirs):
+        hs = ctx.reshape(ctx.op("Slice", (y,), axis=2, start=d, len=1, step=1),
+                         (batch, seq, hid))
+        h0 = ctx.reshape(ctx.op("Slice", (init[0],), axis=0, start=d, len=1, step=1),
+                         (batch, 1, hid))
+        c = ctx.reshape(ctx.op("Slice", (init[1],), axis=0, start=d, len=1, step=1),
+                        (batch, hid))
+        if seq == 1:
+            prev = h0
+        elif d == 0:        # step t reads h_(t-1); the reverse pass reads h_(t+1)
+            prev = ctx.op("Concat", (h0, ctx.op("Slice", (hs,), axis=1, start=0,
+                                                len=seq - 1, step=1)), axis=1)
+        else:
+            prev = ctx.op("Concat", (ctx.op("Slice", (hs,), axis=1, start=1, len=seq - 1,
+                                            step=1), h0), axis=1)
+        z = ctx.bin("Add", ctx.bin("Add", ctx.op("MatMul", (x, ctx.const(w[d].T.copy(), dt))),
+                                   ctx.op("MatMul", (prev, ctx.const(r[d].T.copy(), dt)))),
+                    ctx.const(bias[d], dt))
+        gate = [ctx.op("Slice", (z,), axis=2, start=k * hid, len=hid, step=1)
+                for k in range(3)]
+        i, f, g = ctx.act("Sigmoid", gate[0]), ctx.act("Sigmoid", gate[1]), \
+            ctx.act("Tanh", gate[2])
+        for t in (range(seq) if d == 0 else range(seq - 1, -1, -1)):
+            at = [ctx.reshape(ctx.op("Slice", (v,), axis=1, start=t, len=1, step=1),
+                              (batch, hid)) for v in (i, f, g)]
+            c = ctx.bin("Add", ctx.bin("Mul", at[1], c), ctx.bin("Mul", at[0], at[2]))
+        finals.append(ctx.reshape(c, (batch, 1, hid)))
+    return finals[0] if dirs == 1 else ctx.op("Concat", finals, axis=1)
 
 
 def _flip(ctx, x, axis):
