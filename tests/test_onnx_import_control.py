@@ -202,3 +202,35 @@ def test_op_without_converter_imports_through_its_function_body():
     want = np.zeros((3, 6), np.float32)
     want[:, 1:5] = x[1:4]           # rows cropped from the centre, columns padded around
     np.testing.assert_array_equal(y, want)
+
+
+def _grid_model(x, grid, **attrs):
+    node = helper.make_node("GridSample", ["x", "grid"], ["y"], **attrs)
+    return _model([node], [("x", F, x.shape), ("grid", F, grid.shape)], [("y", F)], opset=22)
+
+
+def test_grid_sample_bilinear_zeros_and_nearest_border():
+    x = _x(1, 2, 3, 4)
+    grid = (RNG.uniform(-1.4, 1.4, (1, 2, 5, 2))).astype(np.float32)
+    (y,) = _run(_grid_model(x, grid, mode="linear", padding_mode="zeros"),
+                {"x": x, "grid": grid})
+    (yn,) = _run(_grid_model(x, grid, mode="nearest", padding_mode="border"),
+                 {"x": x, "grid": grid})
+    h, w = 3, 4
+
+    def px(c, i, j):            # zeros outside the image
+        return x[0, c, i, j] if 0 <= i < h and 0 <= j < w else 0.0
+
+    for a in range(2):
+        for b in range(5):
+            gx, gy = grid[0, a, b]
+            u, v = ((gx + 1) * w - 1) / 2, ((gy + 1) * h - 1) / 2     # align_corners=0
+            j0, i0 = int(np.floor(u)), int(np.floor(v))
+            fu, fv = u - j0, v - i0
+            # nearest with border padding: the rounded position, clamped into the image
+            ni, nj = min(max(int(np.rint(v)), 0), h - 1), min(max(int(np.rint(u)), 0), w - 1)
+            for c in range(2):
+                want = ((1 - fv) * ((1 - fu) * px(c, i0, j0) + fu * px(c, i0, j0 + 1)) +
+                        fv * ((1 - fu) * px(c, i0 + 1, j0) + fu * px(c, i0 + 1, j0 + 1)))
+                np.testing.assert_allclose(y[0, c, a, b], want, rtol=1e-5, atol=1e-6)
+                assert yn[0, c, a, b] == x[0, c, ni, nj]
