@@ -234,3 +234,30 @@ def test_grid_sample_bilinear_zeros_and_nearest_border():
                         fv * ((1 - fu) * px(c, i0 + 1, j0) + fu * px(c, i0 + 1, j0 + 1)))
                 np.testing.assert_allclose(y[0, c, a, b], want, rtol=1e-5, atol=1e-6)
                 assert yn[0, c, a, b] == x[0, c, ni, nj]
+
+
+def test_bitcast_between_integers_and_its_float_refusal():
+    x = np.array([-1, 127, -128, 5], np.int8)
+    m = _model([helper.make_node("BitCast", ["x"], ["y"], to=U8)], [("x", I8, x.shape)],
+               [("y", U8)], opset=26)
+    (y,) = _run(m, {"x": x})
+    np.testing.assert_array_equal(y, x.view(np.uint8))
+    m = _model([helper.make_node("BitCast", ["x"], ["y"], to=TensorProto.INT32)],
+               [("x", F, [2])], [("y", TensorProto.INT32)], opset=26)
+    with pytest.raises(OnnxImportError, match="no bit cast between float and integer"):
+        load_with_params(m)
+
+
+def test_max_unpool_scatters_into_a_padded_output():
+    x = _x(1, 1, 2, 2)
+    idx = np.array([[[[5, 3], [9, 15]]]], np.int64)        # flat positions in a 4×4 plane
+    node = helper.make_node("MaxUnpool", ["x", "i", "shape"], ["y"], kernel_shape=[2, 2],
+                            strides=[2, 2])
+    m = _model([node], [("x", F, x.shape), ("i", I64, idx.shape)], [("y", F)],
+               [("shape", np.array([1, 1, 5, 5], np.int64))], opset=22)
+    (y,) = _run(m, {"x": x, "i": idx})
+    plane = np.zeros(16, np.float32)
+    plane[idx.reshape(-1)] = x.reshape(-1)
+    want = np.zeros((1, 1, 5, 5), np.float32)
+    want[0, 0, :4, :4] = plane.reshape(4, 4)
+    np.testing.assert_array_equal(y, want)

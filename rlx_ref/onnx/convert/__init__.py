@@ -32,6 +32,7 @@ def converts(*op_types):
 
 
 from . import (  # noqa: E402,F401
-    attention, col2im, control, conv_transpose, elementwise, grid_sample, loss, movement, nn,
-    normalization, quant, recurrent, reduce, resize, select, spectral, transformer,
+    attention, bitcast, col2im, control, conv_transpose, elementwise, grid_sample, loss,
+    movement, nn, normalization, quant, recurrent, reduce, resize, select, spectral,
+    transformer, unpool,
 )

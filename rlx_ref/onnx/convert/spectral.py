@@ -61,3 +61,15 @@ def dft(ctx, node, ins, attrs):
     lanes = [ctx.reshape(t, out_dims) for t in lanes]
     z = lanes[0] if len(lanes) == 1 else ctx.op("Concat", lanes, axis=r - 1)
     return [ctx.op("Transpose", (z,), perm=back)]
+
+
+@converts("MelWeightMatrix")
+def mel_weight_matrix(ctx, node, ins, attrs):
+    """A table of its (import-time) operands: evaluated once with ONNX's reference."""
+    from ..load import _fold
+
+    for n in ins:
+        if n:
+            ctx.need(n, "MelWeightMatrix's operands")
+    attrs.get("output_datatype")
+    return _fold(ctx, node, ins)
