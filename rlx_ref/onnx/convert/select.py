@@ -69,3 +69,28 @@ def lrn(ctx, node, ins, attrs):
         total = s if total is None else ctx.bin("Add", total, s)
     base = ctx.bin("Add", ctx.like(bias, x), ctx.bin("Mul", ctx.like(alpha / size, x), total))
     return [ctx.bin("Div", x, ctx.bin("Pow", base, ctx.like(beta, x)))]
+
+
+@converts("TensorScatter")
+def tensor_scatter(ctx, node, ins, attrs):
+    """The update written into the cache at each batch row's write index (mod the cache
+    length when circular): one ScatterElements along the sequence axis."""
+    from ...ir.dtype import DType
+
+    past, upd = ctx.id(ins[0]), ctx.id(ins[1])
+    dims, udims = ctx.dims(past), ctx.dims(upd)
+    ax = norm_axis(attrs.get("axis", -2), len(dims))
+    mode = attrs.only("mode", ("linear", "circular"), "linear")
+    if ax == 0:
+        raise Unmappable("axis 0 is the batch axis", "axis")
+    seq, size = udims[ax], dims[ax]
+    steps = [1] * len(dims)
+    steps[ax] = seq
+    pos = ctx.const(np.arange(seq, dtype=np.int64).reshape(steps))
+    if len(ins) > 2 and ins[2]:
+        rows = [dims[0]] + [1] * (len(dims) - 1)
+        pos = ctx.bin("Add", ctx.reshape(ctx.cast(ctx.id(ins[2]), DType.I64), rows), pos)
+    if mode == "circular":
+        pos = ctx.bin("Mod", pos, ctx.scalar(size, DType.I64))   # indices are >= 0
+    idx = ctx.op("Expand", (pos,), target_shape=tuple(udims))
+    return [ctx.op("ScatterElements", (past, idx, upd), axis=ax, reduction="None")]
