@@ -261,3 +261,18 @@ def test_max_unpool_scatters_into_a_padded_output():
     want = np.zeros((1, 1, 5, 5), np.float32)
     want[0, 0, :4, :4] = plane.reshape(4, 4)
     np.testing.assert_array_equal(y, want)
+
+
+@pytest.mark.parametrize("mode", ["linear", "circular"])
+def test_tensor_scatter_writes_each_row_at_its_index(mode):
+    past, upd = _x(2, 3, 4, 2), _x(2, 3, 2, 2)
+    wi = np.array([1, 3 if mode == "circular" else 2], np.int64)
+    node = helper.make_node("TensorScatter", ["p", "u", "w"], ["y"], mode=mode)
+    m = _model([node], [("p", F, past.shape), ("u", F, upd.shape), ("w", I64, wi.shape)],
+               [("y", F)], opset=24)
+    (y,) = _run(m, {"p": past, "u": upd, "w": wi})
+    want = past.copy()
+    for b in range(2):
+        for s in range(2):
+            want[b, :, (wi[b] + s) % 4] = upd[b, :, s]
+    np.testing.assert_array_equal(y, want)

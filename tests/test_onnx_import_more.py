@@ -249,3 +249,14 @@ def test_dft_along_axis_one(inverse, onesided):
         f = f[:, :n // 2 + 1] if onesided else f
         want = np.stack([f.real, f.imag], -1)
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
+
+
+def test_stft_with_window_is_numpys_rfft_of_windowed_frames():
+    sig, win = _x(1, 40, 1), np.hanning(8).astype(np.float32)
+    node = helper.make_node("STFT", ["s", "step", "w"], ["y"])
+    m = _model([node], [("s", F, sig.shape)], [("y", F)],
+               [("step", np.array(5, np.int64)), ("w", win)], opset=17)
+    (y,) = _run(m, {"s": sig})
+    frames = np.stack([sig[0, k * 5:k * 5 + 8, 0] * win for k in range(1 + (40 - 8) // 5)])
+    f = np.fft.rfft(frames, axis=-1)
+    np.testing.assert_allclose(y[0], np.stack([f.real, f.imag], -1), rtol=1e-4, atol=1e-5)

@@ -73,3 +73,39 @@ def mel_weight_matrix(ctx, node, ins, attrs):
             ctx.need(n, "MelWeightMatrix's operands")
     attrs.get("output_datatype")
     return _fold(ctx, node, ins)
+
+
+@converts("STFT")
+def stft(ctx, node, ins, attrs):
+    """Frames gathered at import-time offsets, windowed, and transformed by RLX's Fft."""
+    onesided = attrs.get("onesided", 1)
+    x = ctx.id(ins[0])
+    batch, length, lanes = ctx.dims(x)
+    step = int(ctx.need(ins[1], "STFT's frame_step"))
+    window = ctx.id(ins[2]) if _opt(ins, 2) else None
+    if _opt(ins, 3):
+        n = int(ctx.need(ins[3], "STFT's frame_length"))
+    else:
+        n = ctx.dims(window)[0] if window is not None else length
+    if window is not None and ctx.dims(window) != (n,):
+        raise Unmappable(f"a window of {list(ctx.dims(window))} for frames of {n}")
+    if step <= 0 or n > length:
+        raise Unmappable(f"frame_step {step} and frame_length {n} over {length} samples")
+    frames = 1 + (length - n) // step
+    idx = ctx.const((np.arange(frames)[:, None] * step + np.arange(n)[None, :]).astype(
+        np.int64))
+    parts = []
+    for i in range(2):
+        if i < lanes:
+            lane = _part(ctx, x, i, (batch, length, lanes))
+            t = ctx.op("Gather", (lane, idx), axis=1)               # [batch, frames, n]
+            if window is not None:
+                t = ctx.bin("Mul", t, ctx.reshape(ctx.cast(window, ctx.dt(t)), (1, 1, n)))
+        else:
+            t = ctx.const(np.zeros((batch, frames, n), ctx.dt(x).np), ctx.dt(x))
+        parts.append(t)
+    y = ctx.op("Fft", (ctx.op("Concat", parts, axis=2),), inverse=False, norm="Backward")
+    keep = n // 2 + 1 if onesided else n
+    out = [ctx.reshape(ctx.op("Slice", (y,), axis=2, start=s, len=keep, step=1),
+                       (batch, frames, keep, 1)) for s in (0, n)]
+    return [ctx.op("Concat", out, axis=3)]
