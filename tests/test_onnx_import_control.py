@@ -276,3 +276,23 @@ def test_tensor_scatter_writes_each_row_at_its_index(mode):
         for s in range(2):
             want[b, :, (wi[b] + s) % 4] = upd[b, :, s]
     np.testing.assert_array_equal(y, want)
+
+
+@pytest.mark.parametrize("order", [0, 1])
+def test_max_pool_indices_count_over_the_whole_input(order):
+    x = _x(2, 2, 4, 5)
+    node = helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 3],
+                            strides=[2, 1], pads=[0, 1, 0, 1], storage_order=order)
+    m = _model([node], [("x", F, x.shape)], [("y", F), ("i", I64)], opset=22)
+    y, idx = _run(m, {"x": x})
+    h, w = 4, 5
+    for n, c, oh, ow in np.ndindex(*y.shape):
+        best, at = None, None
+        for kh in range(2):
+            for kw in range(3):
+                r, q = oh * 2 + kh, ow + kw - 1
+                if 0 <= r < h and 0 <= q < w and (best is None or x[n, c, r, q] > best):
+                    best, at = x[n, c, r, q], (r, q)
+        flat = at[0] * w + at[1] if order == 0 else at[0] + at[1] * h
+        assert y[n, c, oh, ow] == best
+        assert idx[n, c, oh, ow] == (n * 2 + c) * h * w + flat

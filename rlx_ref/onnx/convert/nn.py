@@ -116,14 +116,17 @@ def pool(ctx, node, ins, attrs):
         x = ctx.bin("Pow", ctx.act("Abs", x), ctx.like(p, x))
     dims = ctx.dims(x)
     n = len(dims) - 2
-    if len([o for o in node.output if o]) > 1:
-        raise Unmappable("the Indices output (RLX's Pool returns values only)")
     kernel = list(attrs.get("kernel_shape"))
     strides = list(attrs.get("strides", [1] * n))
     dil = list(attrs.get("dilations", [1] * n))
-    attrs.only("storage_order", (0,), 0)
     pads = _spatial_pads(ctx, attrs, x, kernel, strides, dil)
     ceil = attrs.get("ceil_mode", 0)
+    if len([o for o in node.output if o]) > 1:
+        from .pool_indices import max_pool_with_indices
+
+        y, idx = max_pool_with_indices(ctx, attrs, x, kernel, strides, dil, pads, ceil)
+        return [ctx.cast(y, orig), idx]
+    attrs.only("storage_order", (0,), 0)      # it orders only the Indices output
     span = [(k - 1) * d + 1 for k, d in zip(kernel, dil)]
     full, outs = pool_geometry(dims[2:], span, strides, pads, ceil)
     is_max = node.op_type == "MaxPool"
