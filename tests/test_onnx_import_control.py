@@ -296,3 +296,42 @@ def test_max_pool_indices_count_over_the_whole_input(order):
         flat = at[0] * w + at[1] if order == 0 else at[0] + at[1] * h
         assert y[n, c, oh, ow] == best
         assert idx[n, c, oh, ow] == (n * 2 + c) * h * w + flat
+
+
+def _bilinear(img, y, x):
+    """Caffe2's RoiAlign sample: 0 outside [-1, size], edges clamped."""
+    h, w = img.shape
+    if y < -1 or y > h or x < -1 or x > w:
+        return 0.0
+    y, x = max(y, 0.0), max(x, 0.0)
+    y0, x0 = int(y), int(x)
+    y1, x1 = (y0 + 1, x0 + 1)
+    if y0 >= h - 1:
+        y0 = y1 = h - 1
+        y = float(y0)
+    if x0 >= w - 1:
+        x0 = x1 = w - 1
+        x = float(x0)
+    ly, lx = y - y0, x - x0
+    return ((1 - ly) * (1 - lx) * img[y0, x0] + (1 - ly) * lx * img[y0, x1] +
+            ly * (1 - lx) * img[y1, x0] + ly * lx * img[y1, x1])
+
+
+def test_roi_align_average_of_bilinear_samples():
+    x = _x(2, 2, 6, 7)
+    rois = np.array([[0.5, 1.0, 5.0, 4.5], [2.0, 0.0, 7.5, 6.0]], np.float32)
+    batch = np.array([1, 0], np.int64)
+    node = helper.make_node("RoiAlign", ["x", "rois", "b"], ["y"], output_height=3,
+                            output_width=2, sampling_ratio=2, spatial_scale=0.5)
+    m = _model([node], [("x", F, x.shape), ("rois", F, rois.shape), ("b", I64, [2])],
+               [("y", F)], opset=22)
+    (y,) = _run(m, {"x": x, "rois": rois, "b": batch})
+    for r in range(2):
+        x1, y1, x2, y2 = rois[r].astype(np.float64) * 0.5 - 0.5      # half_pixel
+        bh, bw = (y2 - y1) / 3, (x2 - x1) / 2
+        for c, ph, pw in np.ndindex(2, 3, 2):
+            samples = [_bilinear(x[batch[r], c], y1 + ph * bh + (iy + 0.5) * bh / 2,
+                                 x1 + pw * bw + (ix + 0.5) * bw / 2)
+                       for iy in range(2) for ix in range(2)]
+            np.testing.assert_allclose(y[r, c, ph, pw], np.mean(samples), rtol=1e-5,
+                                       atol=1e-6)
