@@ -335,3 +335,15 @@ def test_roi_align_average_of_bilinear_samples():
                        for iy in range(2) for ix in range(2)]
             np.testing.assert_allclose(y[r, c, ph, pw], np.mean(samples), rtol=1e-5,
                                        atol=1e-6)
+
+
+@pytest.mark.parametrize("eq,shapes", [("...ii->...i", [(3, 4, 4)]),
+                                       ("...ij,...jk", [(2, 3, 4), (2, 4, 5)]),
+                                       ("bAj,jA->bA", [(2, 3, 4), (4, 3)])])
+def test_einsum_ellipsis_diagonal_and_capital_labels(eq, shapes):
+    xs = [_x(*s) for s in shapes]
+    names = [f"x{i}" for i in range(len(xs))]
+    node = helper.make_node("Einsum", names, ["y"], equation=eq)
+    m = _model([node], [(n, F, x.shape) for n, x in zip(names, xs)], [("y", F)], opset=13)
+    (y,) = _run(m, dict(zip(names, xs)))
+    np.testing.assert_allclose(y, np.einsum(eq, *xs), rtol=1e-5, atol=1e-5)
