@@ -46,6 +46,40 @@ def expand(ctx, node, label: str):
     return function_expand_helper(full, fn, prefix), opset
 
 
+def import_body(ctx, node, label: str) -> list:
+    """``node``'s outputs from its function body, each body node imported as any node is
+    (converted, folded or expanded in turn), in the body's own opset."""
+    import numpy as np
+
+    from .context import Unmappable
+    from .load import NO_MAPPING, convert_node
+
+    body = expand(ctx, node, label)
+    if body is None:
+        raise Unmappable(NO_MAPPING)
+    nodes, opset = body
+    outer, ctx.opset = ctx.opset, opset
+    try:
+        for k, sub in enumerate(nodes):
+            ctx.producers.update((o, (next(ctx.order), sub)) for o in sub.output if o)
+            try:
+                outs = convert_node(ctx, sub, list(sub.input), f"{label}/{k}")
+            except Unmappable as e:
+                raise Unmappable(f"in ONNX's function body of {node.op_type}, "
+                                 f"{sub.op_type}: {e.why}", e.attribute) from None
+            for oname, out in zip(sub.output, outs):
+                if oname and isinstance(out, np.ndarray):
+                    ctx.ids.pop(oname, None)
+                    ctx.static[oname] = out
+                elif oname:
+                    ctx.static.pop(oname, None)
+                    ctx.ids[oname] = out
+    finally:
+        ctx.opset = outer
+    return [ctx.static[o] if o in ctx.static and o not in ctx.ids else
+            (ctx.id(o) if o else None) for o in node.output]
+
+
 def has_body(opset: int, node) -> bool:
     """Whether ONNX defines ``node``'s op as a function at ``opset``."""
     from onnx import defs

@@ -195,7 +195,7 @@ def convert_node(ctx: Ctx, node, ins: list, label: str) -> list:
     """A node's outputs: its converter's, folded, or (for an op no converter maps) its
     ONNX function body's, imported node by node. A converter's refusal stands: it names
     what RLX cannot express, or an attribute value ONNX does not define."""
-    from .functions import expand
+    from .functions import import_body
 
     static = bool(ins) and all(not n or n in ctx.static for n in ins)
     if node.op_type in CONVERTERS or (static and _foldable(node)):
@@ -205,31 +205,7 @@ def convert_node(ctx: Ctx, node, ins: list, label: str) -> list:
             raise
         except Exception as e:  # noqa: BLE001 - a builder error is this node's problem
             raise Unmappable(f"RLX rejects the mapping: {type(e).__name__}: {e}") from None
-    body = expand(ctx, node, label)
-    if body is None:
-        raise Unmappable(NO_MAPPING)
-    nodes, opset = body
-    outer, ctx.opset = ctx.opset, opset       # the body is written in its own opset
-    try:
-        for k, sub in enumerate(nodes):
-            ctx.producers.update((o, (next(ctx.order), sub)) for o in sub.output if o)
-            sub_ins = list(sub.input)
-            try:
-                outs = convert_node(ctx, sub, sub_ins, f"{label}/{k}")
-            except Unmappable as e:
-                raise Unmappable(f"in ONNX's function body of {node.op_type}, "
-                                 f"{sub.op_type}: {e.why}", e.attribute) from None
-            for oname, out in zip(sub.output, outs):
-                if oname and isinstance(out, np.ndarray):
-                    ctx.ids.pop(oname, None)
-                    ctx.static[oname] = out
-                elif oname:
-                    ctx.static.pop(oname, None)
-                    ctx.ids[oname] = out
-    finally:
-        ctx.opset = outer
-    return [ctx.static[o] if o in ctx.static and o not in ctx.ids else
-            (ctx.id(o) if o else None) for o in node.output]
+    return import_body(ctx, node, label)
 
 
 def _convert(ctx: Ctx, node, ins: list) -> list:
