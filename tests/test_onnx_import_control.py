@@ -202,3 +202,18 @@ def test_op_without_converter_imports_through_its_function_body():
     want = np.zeros((3, 6), np.float32)
     want[:, 1:5] = x[1:4]           # rows cropped from the centre, columns padded around
     np.testing.assert_array_equal(y, want)
+
+
+def test_preview_domain_op_imports_through_its_function_body():
+    """ai.onnx.preview's FlexAttention (no score or prob modifiers): softmax attention."""
+    q, k, v = _x(1, 2, 3, 4), _x(1, 2, 5, 4), _x(1, 2, 5, 4)
+    node = helper.make_node("FlexAttention", ["q", "k", "v"], ["y"], domain="ai.onnx.preview")
+    g = helper.make_graph([node], "m", [helper.make_tensor_value_info(n, F, a.shape)
+                                       for n, a in (("q", q), ("k", k), ("v", v))],
+                          [helper.make_tensor_value_info("y", F, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 26),
+                                            helper.make_opsetid("ai.onnx.preview", 1)])
+    (y,) = _run(m, {"q": q, "k": k, "v": v})
+    s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(4)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    np.testing.assert_allclose(y, p / p.sum(-1, keepdims=True) @ v, rtol=1e-5, atol=1e-6)

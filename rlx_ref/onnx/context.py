@@ -76,6 +76,7 @@ class Ctx:
         self.params: dict = {}        # the Params made so far: name -> array
         self.producers: dict = {}     # ONNX name -> (order, node) that computes it
         self.order = itertools.count()  # producers' order: a topological one
+        self.domains: dict = {}       # other domains' opsets (their ops may have bodies)
 
     # ── reading operands ───────────────────────────────────────────────────
     def value(self, name: str):

@@ -12,10 +12,9 @@ def expand(ctx, node, label: str):
     it is written in, or None when the op has no function at this opset."""
     from onnx import FunctionProto, NodeProto, defs
 
-    if node.domain not in ("", "ai.onnx"):
-        return None
+    version = _version(ctx, node)
     try:
-        schema = defs.get_schema(node.op_type, ctx.opset, node.domain)
+        schema = defs.get_schema(node.op_type, version, node.domain)
     except Exception:  # noqa: BLE001 - onnx raises SchemaError for unknown ops
         return None
     full = NodeProto()
@@ -25,6 +24,7 @@ def expand(ctx, node, label: str):
         if name not in given and a.default_value.name:
             full.attribute.append(a.default_value)
     text = None
+    # a body is written for an opset of the default domain: the model's
     plain = [v for v in schema.function_opset_versions if v <= ctx.opset]
     if plain:
         text = schema.get_function_with_opset_version(max(plain))
@@ -80,17 +80,22 @@ def import_body(ctx, node, label: str) -> list:
             (ctx.id(o) if o else None) for o in node.output]
 
 
-def has_body(opset: int, node) -> bool:
-    """Whether ONNX defines ``node``'s op as a function at ``opset``."""
+def _version(ctx, node) -> int:
+    """The opset the model imports ``node``'s domain at."""
+    if node.domain in ("", "ai.onnx"):
+        return ctx.opset
+    return ctx.domains.get(node.domain, 0)
+
+
+def has_body(ctx, node) -> bool:
+    """Whether ONNX defines ``node``'s op (of any domain) as a function here."""
     from onnx import defs
 
-    if node.domain not in ("", "ai.onnx"):
-        return False
     try:
-        schema = defs.get_schema(node.op_type, opset, node.domain)
+        schema = defs.get_schema(node.op_type, _version(ctx, node), node.domain)
     except Exception:  # noqa: BLE001
         return False
-    return any(v <= opset for v in list(schema.function_opset_versions) +
+    return any(v <= ctx.opset for v in list(schema.function_opset_versions) +
                list(schema.context_dependent_function_opset_versions))
 
 

@@ -107,6 +107,8 @@ def import_model(path_or_model, *, opset=None, weights: str = "params",
     og = model.graph
     g = Graph(_graph_name(name or og.name))
     ctx = Ctx(g, ver, static_inputs)
+    ctx.domains = {o.domain: o.version for o in model.opset_import
+                   if o.domain not in ("", "ai.onnx")}
     problems: list[Problem] = []
     inits = {t.name: t for t in og.initializer}
     for t in og.sparse_initializer:
@@ -137,14 +139,14 @@ def import_model(path_or_model, *, opset=None, weights: str = "params",
         label = node.name or f"{node.op_type}_{i}"
         ins = list(node.input)
         ctx.producers.update((o, (next(ctx.order), node)) for o in node.output if o)
-        if node.domain not in ("", "ai.onnx"):
+        if node.domain not in ("", "ai.onnx") and not has_body(ctx, node):
             problems.append(Problem(label, f"{node.domain}.{node.op_type}", None,
                                     f"domain {node.domain!r} is not supported"))
             poisoned.update(node.output)
             continue
         static = bool(ins) and all(not n or n in ctx.static for n in ins)
         if node.op_type not in CONVERTERS and not (static and _foldable(node)) and \
-                not has_body(ctx.opset, node):
+                not has_body(ctx, node):
             problems.append(Problem(label, node.op_type, None, NO_MAPPING))
             poisoned.update(node.output)
             continue
@@ -154,7 +156,9 @@ def import_model(path_or_model, *, opset=None, weights: str = "params",
         try:
             outs = convert_node(ctx, node, ins, label)
         except Unmappable as e:
-            problems.append(Problem(label, node.op_type, e.attribute, e.why))
+            kind = node.op_type if node.domain in ("", "ai.onnx") else \
+                f"{node.domain}.{node.op_type}"
+            problems.append(Problem(label, kind, e.attribute, e.why))
             poisoned.update(node.output)
             continue
         for oname, out in zip(node.output, outs):
@@ -198,7 +202,8 @@ def convert_node(ctx: Ctx, node, ins: list, label: str) -> list:
     from .functions import import_body
 
     static = bool(ins) and all(not n or n in ctx.static for n in ins)
-    if node.op_type in CONVERTERS or (static and _foldable(node)):
+    default = node.domain in ("", "ai.onnx")
+    if default and (node.op_type in CONVERTERS or (static and _foldable(node))):
         try:
             return _convert(ctx, node, ins)
         except Unmappable:
