@@ -178,3 +178,31 @@ def test_einsum_ellipsis_diagonal_and_capital_labels(eq, shapes):
     m = _model([node], [(n, F, x.shape) for n, x in zip(names, xs)], [("y", F)], opset=13)
     (y,) = _run(m, dict(zip(names, xs)))
     np.testing.assert_allclose(y, np.einsum(eq, *xs), rtol=1e-5, atol=1e-5)
+
+
+def test_deform_conv_with_a_uniform_fractional_offset_and_mask():
+    x, wt, b = _x(1, 2, 4, 5), _x(3, 2, 2, 2), _x(3)
+    oh, ow = 4, 5                                 # pads 1 on the top and left only
+    off = np.zeros((1, 8, oh, ow), np.float32)
+    off[:, 0::2], off[:, 1::2] = 0.5, 0.25         # every tap moves by (0.5, 0.25)
+    mask = np.full((1, 4, oh, ow), 0.5, np.float32)
+    node = helper.make_node("DeformConv", ["x", "w", "off", "b", "mask"], ["y"],
+                            kernel_shape=[2, 2], pads=[1, 1, 0, 0])
+    m = _model([node], [("x", F, x.shape), ("off", F, off.shape), ("mask", F, mask.shape)],
+               [("y", F)], [("w", wt), ("b", b)], opset=22)
+    (y,) = _run(m, {"x": x, "off": off, "mask": mask})
+
+    def at(c, p, q):                              # bilinear, zeros outside the image
+        p0, q0 = int(np.floor(p)), int(np.floor(q))
+        tot = 0.0
+        for i, wy in ((p0, 1 - (p - p0)), (p0 + 1, p - p0)):
+            for j, wx in ((q0, 1 - (q - q0)), (q0 + 1, q - q0)):
+                if 0 <= i < 4 and 0 <= j < 5:
+                    tot += wy * wx * x[0, c, i, j]
+        return tot
+
+    want = np.zeros((3, oh, ow))
+    for o, i, j in np.ndindex(3, oh, ow):
+        want[o, i, j] = b[o] + sum(0.5 * wt[o, c, u, v] * at(c, i - 1 + u + 0.5, j - 1 + v + 0.25)
+                                   for c in range(2) for u in range(2) for v in range(2))
+    np.testing.assert_allclose(y[0], want, rtol=1e-5, atol=1e-5)

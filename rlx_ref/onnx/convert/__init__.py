@@ -32,7 +32,7 @@ def converts(*op_types):
 
 
 from . import (  # noqa: E402,F401
-    attention, bitcast, col2im, control, conv_transpose, elementwise, grid_sample, loss,
-    movement, nn, normalization, quant, recurrent, reduce, resize, roi_align, select,
-    spectral, transformer, unpool,
+    attention, bitcast, col2im, control, conv_transpose, deform_conv, elementwise,
+    grid_sample, loss, movement, nn, normalization, quant, recurrent, reduce, resize,
+    roi_align, select, spectral, transformer, unpool,
 )
