@@ -145,7 +145,11 @@ def test_pytorch_stacked_recurrences_exported_to_onnx():
         with warnings.catch_warnings():     # the legacy exporter warns of itself
             warnings.simplefilter("ignore")
             torch.onnx.export(m, (x,), f, dynamo=False, input_names=["x"])
-        got = _run(onnx.load_from_string(f.getvalue()), {"x": x.numpy()})
+        model = onnx.load_from_string(f.getvalue())
+        _, params = load_with_params(model)
+        weights = {t.name for t in model.graph.initializer if t.dims and len(t.dims) == 3}
+        assert weights and weights <= set(params)       # W and R stay the model's Params
+        got = _run(model, {"x": x.numpy()})
         with torch.no_grad():
             y, state = m(x)
         want = [y] + list(state if isinstance(state, tuple) else (state,))

@@ -24,9 +24,13 @@ def _opt(ins, i):
     return len(ins) > i and bool(ins[i])
 
 
-def _permute(w, order, hid):
-    """Reorder the gate blocks of ``w`` [D, G·H, ...] along axis 1."""
-    return np.concatenate([w[:, g * hid:(g + 1) * hid] for g in order], axis=1)
+def _gates(ctx, w, order, hid):
+    """``w`` [D, G·H, ...] with its gate blocks in RLX's order: a Gather along axis 1, so
+    weights stay the model's Params (or run-time tensors)."""
+    if tuple(order) == tuple(range(len(order))):
+        return w
+    idx = np.concatenate([np.arange(g * hid, (g + 1) * hid) for g in order])
+    return ctx.op("Gather", (w, ctx.const(idx.astype(np.int64))), axis=1)
 
 
 def _acts(attrs, op, dirs):
@@ -78,21 +82,21 @@ def recurrent(ctx, node, ins, attrs):
     relu = _acts(attrs, op, dirs)
     _refuse(ctx, op, ins, attrs, seq)
     order = ORDER[op]
-    w = _permute(np.asarray(ctx.need(ins[1], f"{op}'s W")), order, hid)
-    r = _permute(np.asarray(ctx.need(ins[2], f"{op}'s R")), order, hid)
     g = len(order)
-    b = np.asarray(ctx.need(ins[3], f"{op}'s B")) if _opt(ins, 3) else \
-        np.zeros((dirs, 2 * g * hid), dt.np)
-    wb, rb = _permute(b[:, :g * hid], order, hid), _permute(b[:, g * hid:], order, hid)
+    w, r = (_gates(ctx, ctx.id(ins[i]), order, hid) for i in (1, 2))
+    b = ctx.id(ins[3]) if _opt(ins, 3) else ctx.const(np.zeros((dirs, 2 * g * hid), dt.np), dt)
+    wb, rb = (_gates(ctx, ctx.op("Slice", (b,), axis=1, start=k * g * hid, len=g * hid,
+                                 step=1), order, hid) for k in (0, 1))
     if direction == "reverse":
         # RLX's reverse pass is the second direction of a bidirectional one: run the
         # forward direction on a reversed sequence instead, and reverse its output
         x = _flip(ctx, x, 1)
-    operands = [x, ctx.const(w.reshape(-1), dt), ctx.const(r.reshape(-1), dt)]
+    flat = [ctx.reshape(t, (int(np.prod(ctx.dims(t))),)) for t in (w, r, wb, rb)]
+    operands = [x, flat[0], flat[1]]
     if op == "GRU":
-        operands += [ctx.const(wb.reshape(-1), dt), ctx.const(rb.reshape(-1), dt)]
+        operands += flat[2:]
     else:
-        operands.append(ctx.const((wb + rb).reshape(-1), dt))
+        operands.append(ctx.bin("Add", flat[2], flat[3]))
     states = [5, 6] if op == "LSTM" else [5]
     carry = any(_opt(ins, i) for i in states)
     init = [_state(ctx, ins, i, layout, (dirs, batch, hid), dt) for i in states]
@@ -105,7 +109,7 @@ def recurrent(ctx, node, ins, attrs):
     y = ctx.reshape(y, (batch, seq, dirs, hid))
     y_c = None
     if op == "LSTM" and len(node.output) > 2 and node.output[2]:
-        y_c = lstm_cell_state(ctx, x, y, w, r, wb + rb, init, hid)
+        y_c = lstm_cell_state(ctx, x, y, w, r, ctx.bin("Add", wb, rb), init, hid)
         if layout == 0:
             y_c = ctx.op("Transpose", (y_c,), perm=(1, 0, 2))
     if direction == "reverse":
@@ -128,7 +132,6 @@ def lstm_cell_state(ctx, x, y, w, r, bias, init, hid):
     state is the previous output), then c_t = f·c_(t-1) + i·g runs in the direction's
     order. Weights are in RLX's gate order (i, f, g, o)."""
     batch, seq, dirs, _ = ctx.dims(y)
-    dt = ctx.dt(x)
     finals = []
     for d in range(dirs):
         hs = ctx.reshape(ctx.op("Slice", (y,), axis=2, start=d, len=1, step=1),
@@ -145,9 +148,13 @@ def lstm_cell_state(ctx, x, y, w, r, bias, init, hid):
         else:
             prev = ctx.op("Concat", (ctx.op("Slice", (hs,), axis=1, start=1, len=seq - 1,
                                             step=1), h0), axis=1)
-        z = ctx.bin("Add", ctx.bin("Add", ctx.op("MatMul", (x, ctx.const(w[d].T.copy(), dt))),
-                                   ctx.op("MatMul", (prev, ctx.const(r[d].T.copy(), dt)))),
-                    ctx.const(bias[d], dt))
+        wd, rd, bd = (ctx.op("Slice", (t,), axis=0, start=d, len=1, step=1)
+                      for t in (w, r, bias))
+        wt, rt = (ctx.op("Transpose", (ctx.reshape(t, ctx.dims(t)[1:]),), perm=(1, 0))
+                  for t in (wd, rd))
+        z = ctx.bin("Add", ctx.bin("Add", ctx.op("MatMul", (x, wt)),
+                                   ctx.op("MatMul", (prev, rt))),
+                    ctx.reshape(bd, (4 * hid,)))
         gate = [ctx.op("Slice", (z,), axis=2, start=k * hid, len=hid, step=1)
                 for k in range(3)]
         i, f, g = ctx.act("Sigmoid", gate[0]), ctx.act("Sigmoid", gate[1]), \
