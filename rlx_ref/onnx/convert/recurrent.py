@@ -1,10 +1,11 @@
 """ONNX LSTM, GRU and RNN onto RLX's Lstm, Gru and Rnn kinds (PyTorch's cells).
 
 ONNX packs gates as LSTM (i, o, f, c) and GRU (z, r, h); RLX, like PyTorch, as LSTM
-(i, f, g, o) and GRU (r, z, n), so the weights are permuted at import. What RLX's cells
-cannot express is refused by name: other activations, clip, input_forget, peepholes,
-ragged sequence_lens and GRU's linear_before_reset=0. LSTM's Y_c, which RLX's Lstm does
-not return, is recomputed from the hidden states it does.
+(i, f, g, o) and GRU (r, z, n): a Gather reorders the gate blocks in the graph, so the
+weights stay the model's Params. What RLX's cells cannot express is refused by name:
+other activations, clip, input_forget, peepholes, ragged sequence_lens and GRU's
+linear_before_reset=0. LSTM's Y_c, which RLX's Lstm does not return, is recomputed from
+the hidden states it does.
 """
 from __future__ import annotations
 
