@@ -1,6 +1,8 @@
 """The import state: ONNX tensor names bound to RLX node ids or to static numpy values."""
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from ..ir.dtype import DType
@@ -72,6 +74,9 @@ class Ctx:
         self.folded: set = set()      # graph inputs taken as static values
         self.weights: dict = {}       # float initializers: Params on first use as a tensor
         self.params: dict = {}        # the Params made so far: name -> array
+        self.producers: dict = {}     # ONNX name -> (order, node) that computes it
+        self.order = itertools.count()  # producers' order: a topological one
+        self.domains: dict = {}       # other domains' opsets (their ops may have bodies)
 
     # ── reading operands ───────────────────────────────────────────────────
     def value(self, name: str):
@@ -89,6 +94,10 @@ class Ctx:
         if v is None and name in self.static_inputs and name not in self.ids:
             v = self.static[name] = np.asarray(self.static_inputs[name])
             self.folded.add(name)
+        if v is None and name in self.producers:
+            from .static_eval import evaluate
+
+            v = evaluate(self, name)
         if v is None:
             raise Unmappable(f"{what} ({name!r}) must be known at import time (a constant "
                              f"or initializer); it is computed at run time")

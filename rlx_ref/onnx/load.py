@@ -9,6 +9,7 @@ import numpy as np
 from ..ir.graph import Graph
 from .context import Attrs, Ctx, Unmappable, dtype_of, input_shape
 from .convert import CONVERTERS, FOLDABLE
+from .functions import has_body
 
 MIN_OPSET = 13
 
@@ -106,6 +107,8 @@ def import_model(path_or_model, *, opset=None, weights: str = "params",
     og = model.graph
     g = Graph(_graph_name(name or og.name))
     ctx = Ctx(g, ver, static_inputs)
+    ctx.domains = {o.domain: o.version for o in model.opset_import
+                   if o.domain not in ("", "ai.onnx")}
     problems: list[Problem] = []
     inits = {t.name: t for t in og.initializer}
     for t in og.sparse_initializer:
@@ -135,29 +138,27 @@ def import_model(path_or_model, *, opset=None, weights: str = "params",
     for i, node in enumerate(og.node):
         label = node.name or f"{node.op_type}_{i}"
         ins = list(node.input)
-        if node.domain not in ("", "ai.onnx"):
+        ctx.producers.update((o, (next(ctx.order), node)) for o in node.output if o)
+        if node.domain not in ("", "ai.onnx") and not has_body(ctx, node):
             problems.append(Problem(label, f"{node.domain}.{node.op_type}", None,
                                     f"domain {node.domain!r} is not supported"))
             poisoned.update(node.output)
             continue
         static = bool(ins) and all(not n or n in ctx.static for n in ins)
-        if node.op_type not in CONVERTERS and not (static and _foldable(node)):
-            problems.append(Problem(label, node.op_type, None,
-                                    "no RLX kind or decomposition for this op"))
+        if node.op_type not in CONVERTERS and not (static and _foldable(node)) and \
+                not has_body(ctx, node):
+            problems.append(Problem(label, node.op_type, None, NO_MAPPING))
             poisoned.update(node.output)
             continue
         if any(n in poisoned for n in ins if n):
             poisoned.update(node.output)
             continue
         try:
-            outs = _convert(ctx, node, ins)
+            outs = convert_node(ctx, node, ins, label)
         except Unmappable as e:
-            problems.append(Problem(label, node.op_type, e.attribute, e.why))
-            poisoned.update(node.output)
-            continue
-        except Exception as e:  # noqa: BLE001 - a builder error is this node's problem
-            problems.append(Problem(label, node.op_type, None,
-                                    f"RLX rejects the mapping: {type(e).__name__}: {e}"))
+            kind = node.op_type if node.domain in ("", "ai.onnx") else \
+                f"{node.domain}.{node.op_type}"
+            problems.append(Problem(label, kind, e.attribute, e.why))
             poisoned.update(node.output)
             continue
         for oname, out in zip(node.output, outs):
@@ -170,6 +171,11 @@ def import_model(path_or_model, *, opset=None, weights: str = "params",
     outputs = []
     for vo in og.output:
         if vo.name in poisoned:
+            continue
+        if not vo.type.HasField("tensor_type"):
+            kind = vo.type.WhichOneof("value").replace("_type", "")
+            problems.append(Problem(vo.name, f"(output {kind})", None,
+                                    f"graph output {vo.name!r} is not a tensor ({kind})"))
             continue
         try:
             outputs.append(ctx.id(vo.name))
@@ -184,6 +190,27 @@ def import_model(path_or_model, *, opset=None, weights: str = "params",
 
     verify_or_raise(g)
     return Imported(g, dict(ctx.params), tuple(sorted(ctx.folded)))
+
+
+NO_MAPPING = "no RLX kind or decomposition for this op"
+
+
+def convert_node(ctx: Ctx, node, ins: list, label: str) -> list:
+    """A node's outputs: its converter's, folded, or (for an op no converter maps) its
+    ONNX function body's, imported node by node. A converter's refusal stands: it names
+    what RLX cannot express, or an attribute value ONNX does not define."""
+    from .functions import import_body
+
+    static = bool(ins) and all(not n or n in ctx.static for n in ins)
+    default = node.domain in ("", "ai.onnx")
+    if default and (node.op_type in CONVERTERS or (static and _foldable(node))):
+        try:
+            return _convert(ctx, node, ins)
+        except Unmappable:
+            raise
+        except Exception as e:  # noqa: BLE001 - a builder error is this node's problem
+            raise Unmappable(f"RLX rejects the mapping: {type(e).__name__}: {e}") from None
+    return import_body(ctx, node, label)
 
 
 def _convert(ctx: Ctx, node, ins: list) -> list:
@@ -234,6 +261,11 @@ def _fold(ctx: Ctx, node, ins: list) -> list:
         raise Unmappable(f"constant folding failed: {type(e).__name__}: {e}") from None
     res = []
     for o in outs:
+        if not isinstance(o, (np.ndarray, np.generic)):
+            # a sequence or optional: RLX values are tensors, and an array made of a
+            # list would silently change the value's type
+            kind = "an empty optional" if o is None else f"a {type(o).__name__}"
+            raise Unmappable(f"{node.op_type} folds to {kind}, not a tensor")
         arr = np.asarray(o)
         dtype_of(_elem_type(arr), f"folded output of {node.op_type}")
         res.append(arr)

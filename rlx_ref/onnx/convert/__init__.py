@@ -31,4 +31,8 @@ def converts(*op_types):
     return deco
 
 
-from . import attention, elementwise, loss, movement, nn, reduce, resize  # noqa: E402,F401
+from . import (  # noqa: E402,F401
+    attention, bitcast, col2im, control, conv_transpose, deform_conv, elementwise,
+    grid_sample, loss, movement, nn, normalization, quant, recurrent, reduce, resize,
+    roi_align, select, spectral, transformer, unpool,
+)

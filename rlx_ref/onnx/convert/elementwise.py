@@ -125,7 +125,10 @@ def identity(ctx, node, ins, attrs):
 def dropout(ctx, node, ins, attrs):
     attrs.get("seed")
     if len(ins) > 2 and ins[2] and bool(ctx.need(ins[2], "training_mode")):
-        raise Unmappable("training_mode=True draws a random mask; only inference maps")
+        ratio = ctx.need(ins[1], "ratio") if len(ins) > 1 and ins[1] else 0.5
+        if float(ratio) != 0.0:     # ratio 0 drops nothing: the identity, an all-true mask
+            raise Unmappable("training_mode=True with a ratio above 0 draws a random mask; "
+                             "only inference and ratio 0 map")
     x = ctx.id(ins[0])
     out = ctx.op("StopGradient", (x,))
     mask = np.ones(ctx.dims(x), bool)

@@ -222,7 +222,9 @@ def constant_of_shape(ctx, node, ins, attrs):
 
 @converts("Range")
 def range_(ctx, node, ins, attrs):
-    vals = [ctx.need(n, "Range's start/limit/delta") for n in ins]
+    vals = [np.asarray(ctx.need(n, "Range's start/limit/delta")) for n in ins]
+    # ONNX's reference (numpy) accepts one-element tensors where the spec says scalars
+    vals = [v.reshape(()) if v.size == 1 else v for v in vals]
     return [np.arange(vals[0], vals[1], vals[2]).astype(vals[0].dtype)]
 
 
@@ -270,11 +272,13 @@ def depth_space(ctx, node, ins, attrs):
     b = attrs.get("blocksize")
     x = ctx.id(ins[0])
     n, c, h, w = ctx.dims(x)
-    if node.op_type == "SpaceToDepth":
-        t = ctx.reshape(x, (n, c, h // b, b, w // b, b))
-        t = ctx.op("Transpose", (t,), perm=(0, 3, 5, 1, 2, 4))
-        return [ctx.reshape(t, (n, c * b * b, h // b, w // b))]
     mode = attrs.only("mode", ("DCR", "CRD"), "DCR")
+    if node.op_type == "SpaceToDepth":
+        # DCR: channel (bh·b + bw)·C + c; CRD (opset 28): c·b² + bh·b + bw
+        t = ctx.reshape(x, (n, c, h // b, b, w // b, b))
+        perm = (0, 3, 5, 1, 2, 4) if mode == "DCR" else (0, 1, 3, 5, 2, 4)
+        t = ctx.op("Transpose", (t,), perm=perm)
+        return [ctx.reshape(t, (n, c * b * b, h // b, w // b))]
     if mode == "DCR":
         t = ctx.reshape(x, (n, b, b, c // (b * b), h, w))
         perm = (0, 3, 4, 1, 5, 2)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...ir.dtype import DType
+
 from ..context import Unmappable, norm_axis
 from . import converts
 from ._pool import pool_geometry, sum_pool_counts, window_indices
@@ -102,55 +104,29 @@ def _bias(ctx, y, ins, n):
     return y
 
 
-@converts("ConvTranspose")
-def conv_transpose(ctx, node, ins, attrs):
-    x, w = ctx.id(ins[0]), ctx.id(ins[1])
-    n = len(ctx.dims(x)) - 2
-    if attrs.has("output_shape"):
-        attrs.get("output_shape")
-        raise Unmappable("output_shape (derive pads instead) is not supported", "output_shape")
-    kernel = list(attrs.get("kernel_shape", ctx.dims(w)[2:]))
-    strides = list(attrs.get("strides", [1] * n))
-    dil = list(attrs.get("dilations", [1] * n))
-    outp = list(attrs.get("output_padding", [0] * n))
-    auto = attrs.only("auto_pad", ("NOTSET", "VALID"), "NOTSET")
-    pads = list(attrs.get("pads", [0] * (2 * n))) if auto == "NOTSET" else [0] * (2 * n)
-    if pads[:n] != pads[n:]:
-        raise Unmappable("asymmetric pads (RLX's ConvTranspose crops symmetrically)", "pads")
-    groups = attrs.get("group", 1)
-    if n == 1:
-        y = ctx.op("ConvTranspose2d", (x, w), kernel_size=(1, kernel[0]),
-                   stride=(1, strides[0]), padding=(0, pads[0]), dilation=(1, dil[0]),
-                   output_padding=(0, outp[0]), groups=groups)
-    elif n == 2:
-        y = ctx.op("ConvTranspose2d", (x, w), kernel_size=tuple(kernel),
-                   stride=tuple(strides), padding=tuple(pads[:2]), dilation=tuple(dil),
-                   output_padding=tuple(outp), groups=groups)
-    elif n == 3:
-        y = ctx.op("ConvTranspose3d", (x, w), stride=tuple(strides), padding=tuple(pads[:3]),
-                   dilation=tuple(dil), output_padding=tuple(outp), groups=groups)
-    else:
-        raise Unmappable(f"a {n}-D transposed convolution")
-    return [_bias(ctx, y, ins, n)]
-
-
 @converts("MaxPool", "AveragePool", "LpPool")
 def pool(ctx, node, ins, attrs):
     x = ctx.id(ins[0])
+    orig = ctx.dt(x)
+    if node.op_type == "MaxPool" and orig.name in ("U8", "I8", "I16"):
+        x = ctx.cast(x, DType.F32)      # RLX pools floats; a max of these is exact in f32
     lp = node.op_type == "LpPool"
     if lp:      # (Σ |x|^p)^(1/p): a Sum pool between two elementwise steps
         p = attrs.get("p", 2)
         x = ctx.bin("Pow", ctx.act("Abs", x), ctx.like(p, x))
     dims = ctx.dims(x)
     n = len(dims) - 2
-    if len([o for o in node.output if o]) > 1:
-        raise Unmappable("the Indices output (RLX's Pool returns values only)")
     kernel = list(attrs.get("kernel_shape"))
     strides = list(attrs.get("strides", [1] * n))
     dil = list(attrs.get("dilations", [1] * n))
-    attrs.only("storage_order", (0,), 0)
     pads = _spatial_pads(ctx, attrs, x, kernel, strides, dil)
     ceil = attrs.get("ceil_mode", 0)
+    if len([o for o in node.output if o]) > 1:
+        from .pool_indices import max_pool_with_indices
+
+        y, idx = max_pool_with_indices(ctx, attrs, x, kernel, strides, dil, pads, ceil)
+        return [ctx.cast(y, orig), idx]
+    attrs.only("storage_order", (0,), 0)      # it orders only the Indices output
     span = [(k - 1) * d + 1 for k, d in zip(kernel, dil)]
     full, outs = pool_geometry(dims[2:], span, strides, pads, ceil)
     is_max = node.op_type == "MaxPool"
@@ -172,7 +148,7 @@ def pool(ctx, node, ins, attrs):
         inc = attrs.get("count_include_pad", 0)
         counts = sum_pool_counts(dims[2:], kernel, strides, dil, full, pads, inc, outs)
         y = ctx.bin("Div", y, ctx.const(counts.astype(ctx.dt(y).np), ctx.dt(y)))
-    return [y]
+    return [ctx.cast(y, orig)]
 
 
 def _gather_pool(ctx, xp, kind, outs, kernel, strides, dil):
@@ -202,8 +178,9 @@ def _channel(ctx, v, rank):
 @converts("BatchNormalization")
 def batch_norm(ctx, node, ins, attrs):
     if attrs.get("training_mode", 0):
-        raise Unmappable("training_mode=1 (batch statistics) is not supported",
-                         "training_mode")
+        from .normalization import batch_norm_training
+
+        return batch_norm_training(ctx, node, ins, attrs)
     attrs.get("momentum")
     x = ctx.id(ins[0])
     r = len(ctx.dims(x))
@@ -271,4 +248,15 @@ def lp_norm(ctx, node, ins, attrs):
 
 @converts("Det")
 def det(ctx, node, ins, attrs):
-    return [ctx.op("Det", (ctx.id(ins[0]),))]
+    x = ctx.id(ins[0])
+    dims = ctx.dims(x)
+    if len(dims) == 2:
+        return [ctx.op("Det", (x,))]
+    # RLX's Det takes one matrix: a batch is one Det per matrix, restacked
+    batch = int(np.prod(dims[:-2]))
+    flat = ctx.reshape(x, (batch,) + dims[-2:])
+    dets = [ctx.reshape(ctx.op("Det", (ctx.reshape(
+        ctx.op("Slice", (flat,), axis=0, start=i, len=1, step=1), dims[-2:]),)), (1,))
+        for i in range(batch)]
+    y = dets[0] if batch == 1 else ctx.op("Concat", dets, axis=0)
+    return [ctx.reshape(y, dims[:-2])]

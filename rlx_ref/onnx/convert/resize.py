@@ -1,4 +1,4 @@
-"""Resize (nearest) as one Gather per resized axis, with ONNX's coordinate rules; Einsum."""
+"""Resize (nearest, linear) as Gathers per resized axis, with ONNX's coordinate rules; Einsum."""
 from __future__ import annotations
 
 import math
@@ -61,16 +61,23 @@ def _sizes(ctx, ins, attrs, dims, axes):
 
 @converts("Resize")
 def resize(ctx, node, ins, attrs):
-    mode = attrs.only("mode", ("nearest", "linear"), "nearest")
-    how = attrs.only("coordinate_transformation_mode", _COORD, "half_pixel")
+    mode = attrs.only("mode", ("nearest", "linear", "cubic"), "nearest")
+    how = attrs.only("coordinate_transformation_mode", _COORD + ("tf_crop_and_resize",),
+                     "half_pixel")
     near = attrs.only("nearest_mode", _NEAREST, "round_prefer_floor")
-    attrs.only("antialias", (0,), 0)
-    for unused in ("cubic_coeff_a", "exclude_outside", "extrapolation_value"):
-        attrs.get(unused)       # they apply to other modes; nearest ignores them
+    antialias = attrs.only("antialias", (0, 1), 0)
     x = ctx.id(ins[0])
     dims = ctx.dims(x)
     axes = [norm_axis(a, len(dims)) for a in attrs.get("axes", range(len(dims)))]
     outs, scales = _sizes(ctx, ins, attrs, dims, axes)
+    if mode == "cubic" or antialias or how == "tf_crop_and_resize" or \
+            attrs.get("exclude_outside", 0):
+        from .resize_weights import resize_by_weights
+
+        return resize_by_weights(ctx, ins, attrs, mode, how, antialias, near, axes, outs,
+                                 scales)
+    for unused in ("cubic_coeff_a", "extrapolation_value"):
+        attrs.get(unused)       # they apply to other modes and coordinate rules
     for a, n_out, sc in zip(axes, outs, scales):
         src = _source(np.arange(n_out, dtype=np.float64), sc, n_out, dims[a], how)
         if mode == "linear":
@@ -104,17 +111,12 @@ def _linear_axis(ctx, x, axis, src, n_in):
 @converts("Einsum")
 def einsum(ctx, node, ins, attrs):
     eq = attrs.get("equation").replace(" ", "")
-    if "..." in eq:
-        raise Unmappable("an ellipsis in the equation", "equation")
-    lhs, _, out = eq.partition("->")
-    terms = lhs.split(",")
-    if not _:
-        letters = "".join(terms)
-        out = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
-    if len(terms) not in (1, 2) or any(len(set(t)) != len(t) for t in terms):
-        raise Unmappable("only one or two operands without repeated (diagonal) letters",
-                         "equation")
     ops = [ctx.id(n) for n in ins]
+    terms, out = _spell_out(eq, [len(ctx.dims(o)) for o in ops])
+    if len(terms) not in (1, 2):
+        raise Unmappable("only one or two operands", "equation")
+    for i, t in enumerate(terms):
+        ops[i], terms[i] = _diagonals(ctx, ops[i], t)
     # sum away letters that only one operand has and the output does not keep
     for i, t in enumerate(terms):
         others = "".join(terms[:i] + terms[i + 1:]) + out
@@ -139,3 +141,48 @@ def einsum(ctx, node, ins, attrs):
     if perm != tuple(range(len(perm))):
         cur = ctx.op("Transpose", (cur,), perm=perm)
     return [cur if cur not in ops else ctx.op("StopGradient", (cur,))]
+
+
+_DOTS = "αβγδεζηθικλμνξπρστυφχψω"
+
+
+def _spell_out(eq, ranks):
+    """(terms, output) with each "..." replaced by letters of its own (Greek, which ONNX's
+    equations cannot hold; right-aligned, as numpy broadcasts) and the implicit output
+    made explicit."""
+    lhs, arrow, out = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(ranks):
+        raise Unmappable(f"{len(terms)} terms for {len(ranks)} operands", "equation")
+    width = 0
+    for i, (t, r) in enumerate(zip(terms, ranks)):
+        if "..." in t:
+            k = r - len(t.replace("...", ""))
+            width = max(width, k)
+            terms[i] = t.replace("...", _DOTS[len(_DOTS) - k:] if k else "")
+    dots = _DOTS[len(_DOTS) - width:] if width else ""
+    if not arrow:
+        letters = "".join(terms)
+        out = dots + "".join(sorted(c for c in set(letters) if letters.count(c) == 1
+                                    and c not in _DOTS))
+    return terms, out.replace("...", dots)
+
+
+def _diagonals(ctx, x, term):
+    """x with each repeated letter of ``term`` reduced to its diagonal (the letter moves
+    last): the two axes flattened and their equal-index entries gathered."""
+    while len(set(term)) != len(term):
+        c = next(ch for ch in term if term.count(ch) > 1)
+        p, q = term.index(c), term.index(c, term.index(c) + 1)
+        dims = ctx.dims(x)
+        if dims[p] != dims[q]:
+            raise Unmappable(f"a diagonal over axes of sizes {dims[p]} and {dims[q]}",
+                             "equation")
+        rest = [i for i in range(len(dims)) if i not in (p, q)]
+        x = ctx.op("Transpose", (x,), perm=tuple(rest + [p, q]))
+        n = dims[p]
+        x = ctx.reshape(x, tuple(dims[i] for i in rest) + (n * n,))
+        x = ctx.op("Gather", (x, ctx.const(np.arange(n, dtype=np.int64) * (n + 1))),
+                   axis=len(rest))
+        term = "".join(term[i] for i in rest) + c
+    return x, term
