@@ -15,7 +15,7 @@ import numpy as np
 
 SOURCE = '''
 _KJ = dict(cache=True, error_model="numpy", nogil=True)
-BLOCK = 4096
+BLOCK = 32768
 
 
 @njit(**_KJ)
@@ -105,6 +105,18 @@ def _passes(re, im, tw_re, tw_im):
 
 
 @njit(**_KJ)
+def _tiles(n):
+    # (t, m) with n = 2^(2t + m): the bit-reversed gather walks 2^t × 2^t tiles, so both its
+    # reads and writes stay within 2^t runs of 2^t neighbours (one long run per row below
+    # 2^12 points, where the row is in cache anyway)
+    lg = 0
+    while (1 << lg) < n:
+        lg += 1
+    t = 5 if lg >= 12 else 0
+    return t, lg - 2 * t
+
+
+@njit(**_KJ)
 def _radix2(re, im, tw_re, tw_im, rev):
     for i in range(re.size):
         j = rev[i]
@@ -150,10 +162,14 @@ def fft_block(x, out, n, scale, plan_tw, chirp, bf, rev, r0, r1):
     pow2 = chirp.shape[1] == 0
     for r in range(r0, r1):
         if pow2:
-            for k in range(n):
-                j = rev[k]
-                re[k] = x[r, j]
-                im[k] = x[r, n + j]
+            tb, mb = _tiles(n)
+            for m in range(1 << mb):
+                for h in range(1 << tb):
+                    base = (h << (mb + tb)) | (m << tb)
+                    for k in range(base, base + (1 << tb)):
+                        j = rev[k]
+                        re[k] = x[r, j]
+                        im[k] = x[r, n + j]
             _passes(re, im, plan_tw[0], plan_tw[1])
         else:
             for k in range(n):
@@ -174,13 +190,20 @@ def fft_c64(x, out, n, scale, plan_tw, chirp, bf, rev, r0, r1):
     ai = np.empty(bf.shape[1])
     pow2 = chirp.shape[1] == 0
     for r in range(r0, r1):
-        for k in range(n):
-            j = rev[k] if pow2 else k
-            re[k] = x[r, j].real
-            im[k] = x[r, j].imag
         if pow2:
+            tb, mb = _tiles(n)
+            for m in range(1 << mb):
+                for h in range(1 << tb):
+                    base = (h << (mb + tb)) | (m << tb)
+                    for k in range(base, base + (1 << tb)):
+                        j = rev[k]
+                        re[k] = x[r, j].real
+                        im[k] = x[r, j].imag
             _passes(re, im, plan_tw[0], plan_tw[1])
         else:
+            for k in range(n):
+                re[k] = x[r, k].real
+                im[k] = x[r, k].imag
             _transform(re, im, plan_tw, chirp, bf, ar, ai, rev)
         for k in range(n):
             out[r, k] = complex(re[k] * scale, im[k] * scale)
