@@ -2,11 +2,12 @@
 
 One call runs a whole sequence, the recurrent state in local f64 arrays across the time
 loop. The state-space scans run a prange over independent lanes (batch × channel block for
-SelectiveScan, batch × head for GatedDeltaNet), each lane walking all time steps. Lstm/Gru/Rnn compute a layer's
-input projection and each step's recurrent product ([B, H] · [H, G·H]) as BLAS products and
-update the gates serially: that update is O(B·H) against the product's O(B·H·G·H), and a
-parallel region per time step cost more than it saved (6× slower at B 4, L 128, H 512 on
-this 2-core machine). Outputs are rounded once, when stored.
+SelectiveScan, batch × head for GatedDeltaNet), each lane walking all time steps.
+Lstm/Gru/Rnn compute a layer's input projection and each step's recurrent product
+([B, H] · [H, G·H]) as BLAS products and update the gates serially: that update is O(B·H) against
+the product's O(B·H·G·H), and a parallel region per time step cost more than it saved (6×
+slower at B 4, L 128, H 512 on this 2-core machine). Outputs are rounded once, when
+stored.
 """
 from ._vmath import VMATH
 

@@ -4,8 +4,9 @@ The FFT works in f64 on split (re, im) rows for every layout: powers of two by a
 iterative radix-2 decimation-in-time (rows read through a bit-reversal table, then log2 N
 butterfly passes, each reading its own contiguous twiddle table, the passes up to 4096
 points block by block in cache), other lengths by Bluestein's chirp-z (a power-of-two
-circular convolution of length M >= 2N - 1); rows in prange when large. Plans (twiddles, chirp, the chirp filter's spectrum)
-are host constants computed once per lowering in f64 with exact ``k² mod 2N`` phases.
+circular convolution of length M >= 2N - 1); rows in prange when large. Plans (twiddles,
+chirp, the chirp filter's spectrum) are host constants computed once per lowering in f64
+with exact ``k² mod 2N`` phases.
 """
 from __future__ import annotations
 
