@@ -22,7 +22,9 @@ def _lines(dtype) -> np.ndarray:
     x[2, ::13] = np.inf
     x[2, 1::13] = -np.inf
     if dtype == "i32":
-        return np.nan_to_num(x, posinf=2**31 - 1, neginf=-2**31).astype(np.int32)
+        i = np.nan_to_num(x, posinf=0.0, neginf=0.0).astype(np.int32)
+        i[2, ::13], i[2, 1::13] = 2 ** 31 - 1, -2 ** 31        # the key's end points
+        return i
     return x.astype(np.float16 if dtype == "f16" else np.float32)
 
 
