@@ -2,8 +2,8 @@
 
 The FFT works in f64 on split (re, im) rows for every layout: powers of two by an
 iterative radix-2 decimation-in-time (rows read through a bit-reversal table, then log2 N
-butterfly passes, each reading its own contiguous twiddle table, the passes up to 4096
-points block by block in cache), other lengths by Bluestein's chirp-z (a power-of-two
+butterfly passes, each reading its own contiguous twiddle table, the passes up to 16384
+points block by block in L2), other lengths by Bluestein's chirp-z (a power-of-two
 circular convolution of length M >= 2N - 1); rows in prange when large. Plans (twiddles,
 chirp, the chirp filter's spectrum) are host constants computed once per lowering in f64
 with exact ``k² mod 2N`` phases.
@@ -16,7 +16,7 @@ import numpy as np
 
 SOURCE = '''
 _KJ = dict(cache=True, error_model="numpy", nogil=True)
-BLOCK = 32768
+BLOCK = 16384
 
 
 @njit(**_KJ)
