@@ -11,7 +11,12 @@ from ...ops._linalg_decomp_math import TIE
 from ..codegen.literal import py_float
 
 SRC = '''
+from numba import types
+from numba.np.linalg import _LAPACK
+
 TIE = ''' + py_float(TIE) + '''
+# LAPACK's gesdd as Numba's np.linalg.svd calls it, for the values-only job
+GESDD = _LAPACK().numba_ez_gesdd(types.float64)
 
 
 @njit(cache=True, nogil=True)
@@ -94,6 +99,7 @@ def det(a, log_abs):
 @njit(cache=True, nogil=True)
 def svd(a, part, out2):
     # part 0: U [m, k], 1: S as [1, k], 2: Vt [k, n]; U's columns pivot-positive
+    # (S alone goes through svd_values)
     u, s, vt = np.linalg.svd(a, full_matrices=False)
     sg = pivot_signs(u)
     k = s.size
@@ -108,6 +114,20 @@ def svd(a, part, out2):
         for j in range(k):
             for c in range(vt.shape[1]):
                 out2[j, c] = vt[j, c] * sg[j]
+
+
+@njit(cache=True, nogil=True)
+def svd_values(a, out2):
+    # S only: gesdd with jobz 'N' skips U and Vt (~3x less work than np.linalg.svd).
+    # C-order A read as Fortran order is Aᵀ, which has the same singular values.
+    m, n = a.shape
+    f = a.copy()
+    s = np.empty(min(m, n))
+    d = np.empty(1)
+    info = GESDD(ord("d"), ord("N"), n, m, f.ctypes, n, s.ctypes, d.ctypes, 1, d.ctypes, 1)
+    if info != 0:
+        raise np.linalg.LinAlgError("SVD did not converge.")
+    out2[0, :] = s
 
 
 @njit(cache=True, nogil=True)

@@ -1,31 +1,55 @@
 """Kernel sources of the sequence family (numba-cpu).
 
 One call runs a whole sequence, the recurrent state in local f64 arrays across the time
-loop. The state-space scans run a prange over independent lanes (batch × channel, batch ×
-head for GatedDeltaNet), each lane walking all time steps. Lstm/Gru/Rnn compute a layer's
-input projection and each step's recurrent product ([B, H] · [H, G·H]) as BLAS products and
-update the gates serially: that update is O(B·H) against the product's O(B·H·G·H), and a
-parallel region per time step cost more than it saved (6× slower at B 4, L 128, H 512 on
-this 2-core machine). Outputs are rounded once, when stored.
+loop. The state-space scans run a prange over independent lanes (batch × channel block for
+SelectiveScan, batch × head for GatedDeltaNet), each lane walking all time steps.
+Lstm/Gru/Rnn compute a layer's input projection and each step's recurrent product
+([B, H] · [H, G·H]) as BLAS products and update the gates serially: that update is O(B·H) against
+the product's O(B·H·G·H), and a parallel region per time step cost more than it saved (6×
+slower at B 4, L 128, H 512 on this 2-core machine). Outputs are rounded once, when
+stored.
 """
+from ._vmath import VMATH
 
-SELECTIVE_SCAN = '''
+SELECTIVE_SCAN = VMATH + '''
+SCAN_BLOCK = 64
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def selective_scan(x, delta, a, b, c, out):
+    # one job per (batch, block of SCAN_BLOCK channels): the block's state h [n, w] and
+    # exponents at [n, w] stay local, and every inner loop runs over the block's channels
+    # (contiguous in x, delta and out), so LLVM vectorizes the exp (_vexp) and the C·h
+    # sum (each channel still adds its n terms in order k = 0 .. n-1)
     bt, sq, hd = x.shape
     n = a.shape[1]
-    for lane in prange(bt * hd):
-        bi = lane // hd
-        d = lane - bi * hd
-        h = np.zeros(n)
+    nblk = (hd + SCAN_BLOCK - 1) // SCAN_BLOCK
+    for job in prange(bt * nblk):
+        bi = job // nblk
+        d0 = (job - bi * nblk) * SCAN_BLOCK
+        w = min(hd, d0 + SCAN_BLOCK) - d0
+        at = np.empty((n, w))
+        for k in range(n):
+            for i in range(w):
+                at[k, i] = a[d0 + i, k]
+        h = np.zeros((n, w))
+        dl = np.empty(w)
+        xv = np.empty(w)
+        acc = np.empty(w)
         for t in range(sq):
-            dl = np.float64(delta[bi, t, d])
-            xv = np.float64(x[bi, t, d])
-            acc = 0.0
+            for i in range(w):
+                dl[i] = delta[bi, t, d0 + i]
+                xv[i] = x[bi, t, d0 + i]
+                acc[i] = 0.0
             for k in range(n):
-                h[k] = math.exp(dl * a[d, k]) * h[k] + dl * b[bi, t, k] * xv
-                acc += c[bi, t, k] * h[k]
-            out[bi, t, d] = acc
+                bk = np.float64(b[bi, t, k])
+                ck = np.float64(c[bi, t, k])
+                for i in range(w):
+                    hk = _vexp(dl[i] * at[k, i]) * h[k, i] + dl[i] * bk * xv[i]
+                    h[k, i] = hk
+                    acc[i] += ck * hk
+            for i in range(w):
+                out[bi, t, d0 + i] = acc[i]
 '''
 
 MAMBA2 = '''

@@ -7,19 +7,23 @@ that takes from the right run only when its head ranks strictly before the left 
 order (stable, as RLX's ``sort_by``) in both directions; runs of up to 16 are first put
 in order by insertion, which is stable too. Ranking is the oracle's: NaN above +inf.
 f16/bf16 run through f32 shadows (exact both ways); ArgSort writes indices in the
-output's dtype.
+output's dtype. Lines of f32 (and shadows) or i32 from RADIX_MIN elements take the stable
+radix path of ``_sort_radix`` instead, its passes split over the threads.
 """
 from __future__ import annotations
 
 import math
 
 from ...ir.dtype import DType
-from ._reduce_geom import SHADOW_NOTE, finish, is_parallel, kernel_out, shadow, split3
+from ._reduce_geom import (SHADOW_NOTE, finish, is_parallel, kernel_out, shadow, split3,
+                           threads)
+from ._sort_radix import RADIX_SOURCE
 from .kernels import compile_kernel
 from .lowering import Step, lowers
 
 DTYPES = (DType.F32, DType.F64, DType.F16, DType.BF16, DType.I32)
 RUN = 16                 # insertion-sorted run length before merging
+RADIX_MIN = 4096         # f32/i32 lines from this length take the radix path
 
 SOURCE = '''
 _NJ = dict(inline="always", error_model="numpy", cache=True)
@@ -98,7 +102,7 @@ def sort_lines{sfx}(out, x, n, inner, desc, arg):
 
 def source() -> tuple[str, str]:
     """(kernel name, Numba source) of Sort/ArgSort."""
-    parts = [SOURCE.format(run=RUN)]
+    parts = [SOURCE.format(run=RUN), RADIX_SOURCE]
     for sfx, rng, par in (("", "range", ""), ("_par", "prange", ", parallel=True")):
         parts.append(_KERNEL.format(sfx=sfx, rng=rng, par=par))
     return "sort_lines", "\n".join(parts)
@@ -113,10 +117,17 @@ def lower_sort(node, ins, ctx) -> Step:
     kernel = compile_kernel(*source())
     fn = kernel.get("sort_lines_par" if is_parallel(math.prod(dims)) else "sort_lines")
     arg = node.kind == "ArgSort"
+    radix = n >= RADIX_MIN and ins[0].dtype in (DType.F32, DType.F16, DType.BF16, DType.I32)
+    fkey = ins[0].dtype != DType.I32
+    if radix:
+        fn = kernel.get("sort_lines_radix")
 
     def run(out, x):
         buf, rounded = kernel_out(out)
         if buf.size:
-            fn(buf, shadow(x), n, inner, desc, arg)
+            if radix:
+                fn(buf, shadow(x), n, inner, desc, arg, threads(), fkey)
+            else:
+                fn(buf, shadow(x), n, inner, desc, arg)
         finish(out, buf, rounded)
     return Step(run, [kernel])

@@ -13,6 +13,7 @@ import numpy as np
 from ...ir.dtype import DType
 from ...ops import _spectral_ref
 from . import _spectral_kernels as K
+from ._reduce_geom import is_parallel, threads
 from .kernels import compile_kernel
 from .lowering import Step, lowers
 
@@ -41,12 +42,19 @@ def lower_fft(node, ins, ctx) -> Step:
     n = ext if c64 else ext // 2
     inverse, norm = node.attrs.inverse, node.attrs.norm
     tw, chirp, bf = K.fft_plan(n, inverse)
+    tw = K.stage_twiddles(tw)
+    rev = K.bit_reversal(tw.shape[1])         # n, or Bluestein's M
     scale = _spectral_ref.output_scale(norm, n, inverse)
     fn = kernel.get("fft_c64" if c64 else "fft_block")
+    par = kernel.get("fft_c64_par" if c64 else "fft_block_par")
 
     def run(out, x):
         if x.size:
-            fn(_rows2(_contig(x), ext), _rows2(out, ext), n, scale, tw, chirp, bf)
+            x2, o2 = _rows2(_contig(x), ext), _rows2(out, ext)
+            if x2.shape[0] > 1 and is_parallel(x.size):
+                par(x2, o2, n, scale, tw, chirp, bf, rev, threads())
+            else:
+                fn(x2, o2, n, scale, tw, chirp, bf, rev, 0, x2.shape[0])
     return Step(run, [kernel])
 
 
