@@ -20,7 +20,8 @@ from .kernels import compile_kernel
 from .lower_linalg import lower_matmul
 from .lowering import TABLE, Step, lowers
 
-NATIVE = ("FusedSwiGLU", "GatedResidual", "FusedResidualRmsNorm", "FusedMatMulResidual")
+NATIVE = ("FusedSwiGLU", "GatedResidual", "FusedResidualRmsNorm", "FusedMatMulResidual",
+          "FusedConvBiasAct")    # the last: lower_fused_conv
 _ONE_ROUNDING = "computed in f64 and rounded once into the output"
 
 for _kind, _dtypes in CLAIM_DTYPES.items():
