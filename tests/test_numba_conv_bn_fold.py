@@ -143,3 +143,41 @@ def test_cpu_gate_only_for_cpu_backends():
     fc = [n for n in g.nodes if n.kind == "FusedConvBiasAct"]
     assert [tuple(n.attrs.kernel_size) for n in fc] == [(3, 3), (3, 3)]
     assert [tuple(n.attrs.kernel_size) for n in g.nodes if n.kind == "Conv"] == [(1, 1)]
+
+
+GEOMETRIES = [  # x dims, w dims, payload geometry
+    ((2, 4, 7, 6), (5, 4, 3, 3), dict(kernel_size=(3, 3), padding=(1, 1))),
+    ((1, 6, 9, 9), (6, 1, 3, 3), dict(kernel_size=(3, 3), stride=(2, 2), padding=(1, 1),
+                                      groups=6)),
+    ((2, 8, 5, 5), (3, 8, 1, 1), dict(kernel_size=(1, 1))),
+]
+
+
+@pytest.mark.parametrize("act", [None, "Relu", "HardSwish", "HardSigmoid", "Gelu"])
+@pytest.mark.parametrize("geo", range(len(GEOMETRIES)))
+@pytest.mark.parametrize("residual", ["none", "full", "broadcast"])
+def test_native_lowering_matches_the_oracle(act, geo, residual):
+    from rlx_ref import Graph, interpret
+
+    rng = np.random.default_rng(geo)
+    xd, wd, fields = GEOMETRIES[geo]
+    probe = Graph("s")
+    y = probe.op("Conv", [probe.input("x", xd), probe.input("w", wd)], **fields)
+    out = probe.shape(y).dims
+    arrays = [rng.standard_normal(xd), rng.standard_normal(wd), rng.standard_normal(wd[0])]
+    if residual != "none":
+        rd = out if residual == "full" else (1, out[1], 1, out[3])
+        arrays.append(rng.standard_normal(rd))
+    arrays = [a.astype(np.float32) for a in arrays]
+    g = Graph("t")
+    ins = [g.input(f"x{i}", a.shape) for i, a in enumerate(arrays)]
+    g.set_outputs([g.op("FusedConvBiasAct", ins, activation=act,
+                        has_residual=residual != "none", **fields)])
+    feeds = {f"x{i}": a for i, a in enumerate(arrays)}
+    want = interpret(g, feeds)[0]
+    exe = get_backend("numba-cpu").compile(g)
+    assert kinds(exe).count("FusedConvBiasAct") == 1
+    got = exe.run(feeds)[0]
+    assert got.dtype == np.float32 and got.shape == want.shape
+    # the conv kernels sum in another order than the oracle: a few f32 ulps of the sums
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
