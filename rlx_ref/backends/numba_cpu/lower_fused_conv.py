@@ -42,7 +42,7 @@ def epi_{name}{sfx}(out, bias, res, k, planes, c, hw, has_res):
         if has_res:
             for i in range(hw):
                 v = out[base + i] + b + res[base + i]
-                {act_r}
+                {act}
                 out[base + i] = v
         else:
             for i in range(hw):
@@ -59,8 +59,7 @@ def source() -> tuple[str, str]:
         body = _ACTS[act]
         for sfx, rng, par in (("", "range", ""), ("_par", "prange", ", parallel=True")):
             parts.append(_EPILOGUE.format(
-                name=name, sfx=sfx, rng=rng, par=par, act=body.format(i=" " * 16),
-                act_r=body.format(i=" " * 16)))
+                name=name, sfx=sfx, rng=rng, par=par, act=body.format(i=" " * 16)))
     parts.append("conv_epilogue = epi_none\n")      # the module's named entry
     return "conv_epilogue", "\n".join(parts)
 
