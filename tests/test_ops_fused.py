@@ -214,7 +214,8 @@ def test_payloads_round_trip_through_the_text_form():
     assert '"eps2":' in text and '"activation":"Gelu"' in text.replace(" ", "")
 
 
-NATIVE_CPU = ("FusedSwiGLU", "GatedResidual", "FusedResidualRmsNorm", "FusedMatMulResidual")
+NATIVE_CPU = ("FusedSwiGLU", "GatedResidual", "FusedResidualRmsNorm", "FusedMatMulResidual",
+              "FusedConvBiasAct")
 
 
 @pytest.mark.parametrize("backend", ["numba-cpu", "opencl", "numba-cuda"])

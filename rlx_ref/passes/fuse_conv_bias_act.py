@@ -148,5 +148,129 @@ def fuse_conv_affine_act(graph, table) -> list:
     return [m for m in (_affine(graph, n, uses, table) for n in graph.nodes) if m]
 
 
-__all__ = ["FUSIBLE_ACTIVATIONS", "cudnn_friendly", "fuse_conv_affine_act",
-           "fuse_conv_bias_act", "trace_channel_bias"]
+# ── rlx_ref extension: the CPU gate ──────────────────────────────────────
+# RLX fuses only what cuDNN runs well. A CPU conv kernel gains from every fold: the BN
+# affine, the bias, a residual and the activation cost one pass over the output instead
+# of up to five. So for CPU backends (``fuse_patterns.CPU_CONV_FUSION``) this pass runs
+# before RLX's two and also takes 1×1 and depthwise convs, an optional conv bias before
+# the affine, and no activation or one of CPU_ACTIVATIONS (MobileNetV3's). RLX's passes
+# and their gate are unchanged wherever they run.
+
+CPU_ACTIVATIONS = frozenset({"Relu", "HardSwish", "HardSigmoid"})
+
+
+def cpu_friendly(a, w_dims) -> bool:
+    """A 2-D conv with groups 1 (any kernel, 1×1 included) or depthwise (groups == C_out,
+    one input channel per group)."""
+    if len(tuple(a.kernel_size)) != 2 or len(w_dims) != 4:
+        return False
+    return a.groups == 1 or (w_dims[1] == 1 and a.groups == w_dims[0])
+
+
+def _channel_operand(graph, node, prev: int, c_out: int, rank: int):
+    other = node.inputs[1] if node.inputs[0] == prev else node.inputs[0]
+    return trace_channel_bias(graph, other, c_out, rank)
+
+
+def _cpu_chain(graph, node, uses):
+    """``(bias, scale, shift, links, tail)`` of ``Conv → [Add(bias)] → [Mul(scale) →
+    Add(shift)]`` (every link single-reader, at least one fold), or None; ``tail`` is
+    the last absorbed node."""
+    w = graph.shape(node.inputs[1])
+    c_out, rank = w.dims[0], node.shape.rank
+    bias = scale = shift = None
+    links, tail = [], node
+    r = sole_reader(graph, uses, tail.id)
+    if _is(r, "Binary", "Add"):
+        bias = _channel_operand(graph, r, tail.id, c_out, rank)
+        if bias is not None:
+            links.append(r.id)
+            tail, r = r, sole_reader(graph, uses, r.id)
+    if _is(r, "Binary", "Mul"):
+        scale = _channel_operand(graph, r, tail.id, c_out, rank)
+        add = sole_reader(graph, uses, r.id) if scale is not None else None
+        if _is(add, "Binary", "Add"):
+            shift = _channel_operand(graph, add, r.id, c_out, rank)
+        if shift is not None:
+            links += [r.id, add.id]
+            tail = add
+        else:
+            scale = None
+    if bias is None and scale is None:
+        return None
+    return bias, scale, shift, links, tail
+
+
+def _cpu_tails(graph, uses, tail):
+    """The ways the chain may end, longest first: ``(residual, act, absorbed ids, last)``."""
+    out = [(None, None, (), tail)]
+    r = sole_reader(graph, uses, tail.id)
+    if _is(r, "Activation") and r.attrs.op in CPU_ACTIVATIONS:
+        out.insert(0, (None, r.attrs.op, (r.id,), r))
+    elif _is(r, "Binary", "Add"):
+        res = r.inputs[1] if r.inputs[0] == tail.id else r.inputs[0]
+        if res != tail.id and graph.shape(res).dims == tail.shape.dims:
+            out.insert(0, (res, None, (r.id,), r))
+            a = sole_reader(graph, uses, r.id)
+            if _is(a, "Activation") and a.attrs.op in CPU_ACTIVATIONS:
+                out.insert(0, (res, a.attrs.op, (r.id, a.id), a))
+    return out
+
+
+def _cpu_steps(graph, node, table, chain, end):
+    bias, scale, shift, _, _ = chain
+    res, act, _, last = end
+    c, w = node.attrs, graph.shape(node.inputs[1])
+    vec_id = shift if bias is None else bias
+    c_out, vec = w.dims[0], graph.shape(vec_id)
+    op = make_op("FusedConvBiasAct", kernel_size=tuple(c.kernel_size), stride=tuple(c.stride),
+                 padding=tuple(c.padding), dilation=tuple(c.dilation), groups=c.groups,
+                 activation=act, has_residual=res is not None)
+    extra = (res,) if res is not None else ()
+    if vec.dtype != w.dtype or (scale is not None and graph.shape(scale).dtype != w.dtype):
+        return None
+    probe = Graph("probe")
+    ids = [probe.add_node(make_op("Input", name=f"v{k}"), [], graph.shape(i))
+           for k, i in enumerate((node.inputs[0], node.inputs[1], vec_id) + extra)]
+    if not gated(probe, table, op, ids, last.shape):
+        return None
+    if scale is None:
+        return [(op, (node.inputs[0], node.inputs[1], bias) + extra, last.shape)]
+    if not (table.supports("Reshape", w.dtype) and table.supports("Binary", w.dtype)):
+        return None
+    steps = [(make_op("Reshape", new_shape=(c_out,) + (1,) * (w.rank - 1)), (scale,),
+              Shape((c_out,) + (1,) * (w.rank - 1), w.dtype)),
+             (make_op("Binary", op="Mul"), (node.inputs[1], New(0)), w)]
+    b = shift
+    if bias is not None:          # (conv + b)·s + t = conv·s + (b·s + t)
+        steps += [(make_op("Binary", op="Mul"), (bias, scale), vec),
+                  (make_op("Binary", op="Add"), (New(2), shift), vec)]
+        b = New(3)
+    return steps + [(op, (node.inputs[0], New(1), b) + extra, last.shape)]
+
+
+@fusion_pass("fuse_conv_affine_act_cpu")
+def fuse_conv_affine_act_cpu(graph, table) -> list:
+    """Matches of ``Conv → [Add(bias)] → [Mul(scale) → Add(shift)] → [Add(residual)] →
+    [act]`` under the CPU gate; a chain whose residual Add another match took (a ResNet
+    shortcut conv) fuses up to its shift."""
+    uses, taken, found = use_counts(graph), set(), []
+    for node in graph.nodes:
+        if node.kind != "Conv" or not cpu_friendly(node.attrs, graph.shape(node.inputs[1]).dims):
+            continue
+        chain = _cpu_chain(graph, node, uses)
+        if chain is None or taken & {node.id, *chain[3]}:
+            continue
+        for end in _cpu_tails(graph, uses, chain[4]):
+            members = {node.id, *chain[3], *end[2]}
+            steps = None if members & taken else _cpu_steps(graph, node, table, chain, end)
+            if steps:
+                taken |= members
+                found.append(Match(node.id, tuple(chain[3]) + end[2], steps))
+                break
+    return found
+
+
+__all__ = ["CPU_ACTIVATIONS", "FUSIBLE_ACTIVATIONS", "cpu_friendly", "cudnn_friendly",
+           "fuse_conv_affine_act", "fuse_conv_affine_act_cpu", "fuse_conv_bias_act",
+           "trace_channel_bias"]

@@ -7,6 +7,10 @@ Order (RLX's): FuseMatMulBiasAct, FuseConvBiasAct, FuseConvAffineAct, FuseAttent
 FusedMatMulBiasAct), FuseResidualLN, FuseResidualRmsNorm, FuseAdaLayerNorm,
 FuseGatedResidual, FuseTransformerLayer (reads the block and FusedResidualLN; opt-in with
 ``RLX_ENABLE_FUSE_TRANSFORMER_LAYER=1``, as in RLX), FuseSwiGLUDualMatmul, FuseSwiGLU.
+
+rlx_ref extension: on the CPU backends named in ``CPU_CONV_FUSION``,
+``fuse_conv_affine_act_cpu`` (the CPU gate: 1×1 and depthwise convs, conv bias before a
+folded BatchNorm, MobileNetV3's activations) runs just before FuseConvBiasAct.
 """
 from __future__ import annotations
 
@@ -31,12 +35,19 @@ FUSIONS = (
     ("fuse_swiglu", ("FusedSwiGLU",)),
 )
 OPT_IN = {"fuse_transformer_layer": "RLX_ENABLE_FUSE_TRANSFORMER_LAYER"}
+# rlx_ref's CPU conv fusion: the backends (by name) that get it, and where it goes
+CPU_CONV_FUSION = frozenset({"numba-cpu"})
+CPU_CONV_PASS = ("fuse_conv_affine_act_cpu", ("FusedConvBiasAct",))
 
 
 def fusions_for(table: SupportTable) -> list:
     """The pass names that run for ``table``, in order."""
     names = []
-    for name, kinds in FUSIONS:
+    fusions = FUSIONS
+    if table.name in CPU_CONV_FUSION:
+        at = [n for n, _ in FUSIONS].index("fuse_conv_bias_act")
+        fusions = FUSIONS[:at] + (CPU_CONV_PASS,) + FUSIONS[at:]
+    for name, kinds in fusions:
         flag = OPT_IN.get(name)
         if flag is not None and not env_flag(flag):
             continue
@@ -56,4 +67,4 @@ def fuse_patterns(graph: Graph, supported: SupportTable | None = None,
     return graph
 
 
-__all__ = ["FUSIONS", "OPT_IN", "fuse_patterns", "fusions_for"]
+__all__ = ["CPU_CONV_FUSION", "CPU_CONV_PASS", "FUSIONS", "OPT_IN", "fuse_patterns", "fusions_for"]

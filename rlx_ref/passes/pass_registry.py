@@ -11,7 +11,8 @@ from ..ir.graph import Graph
 from ._rewrite import PassLog, SupportTable
 from .fuse_ada_layer_norm import fuse_ada_layer_norm
 from .fuse_attention import fuse_attention_block, fuse_transformer_layer
-from .fuse_conv_bias_act import fuse_conv_affine_act, fuse_conv_bias_act
+from .fuse_conv_bias_act import (fuse_conv_affine_act, fuse_conv_affine_act_cpu,
+                                 fuse_conv_bias_act)
 from .fuse_elementwise import fuse_elementwise
 from .fuse_fk_regions import (fuse_batch_preprocess, fuse_region_prologue,
                               mark_batch_slice_regions, mark_transform_regions)
@@ -31,6 +32,7 @@ PASS_BY_NAME = {
     "fuse_ada_layer_norm": fuse_ada_layer_norm,
     "fuse_attention_block": fuse_attention_block,
     "fuse_conv_affine_act": fuse_conv_affine_act,
+    "fuse_conv_affine_act_cpu": fuse_conv_affine_act_cpu,
     "fuse_conv_bias_act": fuse_conv_bias_act,
     "fuse_gated_residual": fuse_gated_residual,
     "fuse_matmul_bias_act": fuse_matmul_bias_act,

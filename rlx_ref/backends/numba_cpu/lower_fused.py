@@ -2,7 +2,8 @@
 
 FusedSwiGLU, GatedResidual and FusedResidualRmsNorm have native kernels
 (``_fused_kernels``: f64 arithmetic, one rounding); FusedMatMulResidual runs the MatMul
-kernel into the output and adds the residual in place (no product buffer). The rest run through their RLX
+kernel into the output and adds the residual in place (no product buffer). FusedConvBiasAct
+runs natively in ``lower_fused_conv``. The rest run through their RLX
 decompositions (passes/unfuse_composites): the pipeline rewrites them into MatMul, Conv,
 Binary, LayerNorm/RmsNorm, Attention, Rope, ElementwiseRegion, Concat and the other
 primitive kinds this backend lowers.
@@ -20,7 +21,8 @@ from .kernels import compile_kernel
 from .lower_linalg import lower_matmul
 from .lowering import TABLE, Step, lowers
 
-NATIVE = ("FusedSwiGLU", "GatedResidual", "FusedResidualRmsNorm", "FusedMatMulResidual")
+NATIVE = ("FusedSwiGLU", "GatedResidual", "FusedResidualRmsNorm", "FusedMatMulResidual",
+          "FusedConvBiasAct")    # the last: lower_fused_conv
 _ONE_ROUNDING = "computed in f64 and rounded once into the output"
 
 for _kind, _dtypes in CLAIM_DTYPES.items():

@@ -37,6 +37,7 @@ TABLE = LoweringTable("numba-cpu", __package__, (
     "lower_backward_scan",
     "lower_fake_quant",
     "lower_fused",
+    "lower_fused_conv",
     "lower_quant",
     "lower_quant_mlx",
     "lower_quant_int",

@@ -90,6 +90,7 @@ VARIANTS = [
     *_pair("fused.swiglu", ("FusedSwiGLU",), "par_elements", "output elements"),
     *_pair("fused.gated", ("GatedResidual",), "par_elements", "output elements"),
     *_pair("fused.residual_rms", ("FusedResidualRmsNorm",), "par_elements", "elements"),
+    *_pair("fused.conv_epilogue", ("FusedConvBiasAct",), "par_elements", "output elements"),
     Variant(f"{B}:move.serial", MOVES, "output bytes below move.par_bytes",
             f"{B}:move.par_bytes"),
     Variant(f"{B}:move.par", MOVES, "output bytes at or above move.par_bytes, not "
