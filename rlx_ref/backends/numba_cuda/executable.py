@@ -17,9 +17,15 @@ kernel's vector loads may assume of a fresh array) and ``CompileOptions.arena_al
 No views of other tensors (a Reshape still runs its copy). Outputs, the results of
 control flow (fresh arrays from their bodies) and the bodies' own tensors keep buffers of
 their own.
+
+The weight-only prefix of the graph (``split_param_invariant``, ``backends/hoist.py``)
+runs once per params snapshot in a plan of its own; its results (device copies of that
+plan's outputs, which its next run overwrites) are bound to the per-run plans' Inputs as
+params are: no transfer per run.
 """
 from __future__ import annotations
 
+import threading
 from operator import itemgetter
 
 import numpy as np
@@ -29,7 +35,9 @@ from ...ir.graph import Graph
 from ...ir.shape import Dyn
 from ...ops.opdef import RefCtx, get
 from ...runtime.session import CompiledGraph
+from ...runtime.options import CompileOptions
 from ..base import Executable
+from ..hoist import HoistedPrefix, split_for
 from ..planning import PlanPool, specialize
 from .device import ERR_CLEAR, copy_device, device_dtype
 from .ew_render import ERROR_TEXT
@@ -198,7 +206,8 @@ class Plan:
             self._prepare()
         env = self._template.copy()
         for i, name, dt in self._inputs:
-            env[i] = self.device.upload(inputs[name], dt)
+            value = inputs[name]            # a prepared tensor is bound as it is
+            env[i] = value if _on_device(value) else self.device.upload(value, dt)
         for i, name in self._params:
             env[i] = params[name]
         return env
@@ -211,13 +220,21 @@ class Plan:
         by_name = {i: name for i, name, _ in self._inputs}
         for o in self.outputs:
             node = nodes[o]
-            if o in by_name:                         # the caller's own array, copied
+            if o in by_name and _on_device(inputs[by_name[o]]):     # a prepared tensor
+                outs.append(self.device.download(inputs[by_name[o]], node.shape.dtype,
+                                                 node.shape.dims))
+            elif o in by_name:                       # the caller's own array, copied
                 outs.append(np.array(inputs[by_name[o]], node.shape.dtype.np))
             elif o in self._host_const:
                 outs.append(self._host_const[o].astype(node.shape.dtype.np, copy=True))
             else:
                 outs.append(self.device.download(env[o], node.shape.dtype, node.shape.dims))
         return outs
+
+
+def _on_device(value) -> bool:
+    """Whether ``value`` is a device array (numba's, or the simulator's)."""
+    return hasattr(value, "copy_to_host")
 
 
 def _getter(ids):
@@ -269,10 +286,18 @@ class CudaExecutable(CompiledGraph, Executable):
         self.device = label
         self.gpu = device
         self.options = options
+        # the weight-only prefix runs once per params (a plan of its own); the rest per run
+        split = split_for(graph, CompileOptions.coerce(options))
+        self.hoisted, self._prep_plan, run_graph = None, None, graph
+        if split is not None:
+            self._prep_plan = Plan(split.prepare, device, options)
+            self._prep_lock = threading.Lock()
+            self.hoisted = HoistedPrefix(split, self._prepare)
+            run_graph = split.main
         self._pool = PlanPool(
-            lambda key: Plan(specialize(graph, dict(key)), device, options))
-        if not any(isinstance(d, Dyn) for n in graph.nodes for d in n.shape.dims):
-            self._pool.add((), Plan(graph, device, options))
+            lambda key: Plan(specialize(run_graph, dict(key)), device, options))
+        if not any(isinstance(d, Dyn) for n in run_graph.nodes for d in n.shape.dims):
+            self._pool.add((), Plan(run_graph, device, options))
 
     @property
     def _plans(self) -> dict:
@@ -284,9 +309,22 @@ class CudaExecutable(CompiledGraph, Executable):
         with self.gpu.active():
             return self.gpu.upload(arr, self._params_decl[name].dtype)
 
+    def _prepare(self, params: dict) -> list:
+        """The weight-only prefix's results for ``params``: device arrays of their own."""
+        with self._prep_lock:
+            plan = self._prep_plan
+            env = plan.bind({}, params)
+            plan.execute(env)
+            return [copy_device(env[o]) for o in plan.outputs]
+
+    def _all_plans(self) -> list:
+        return self._pool.plans() + ([self._prep_plan] if self._prep_plan else [])
+
     def _execute(self, inputs: dict, params: dict, bindings: dict) -> list:
         key = tuple(sorted(bindings.items()))
         with self.gpu.active():
+            if self.hoisted is not None:
+                inputs = {**inputs, **self.hoisted.feeds(params)}
             plan = self._pool.acquire(key)
             try:
                 return plan.run(inputs, params)
@@ -298,11 +336,12 @@ class CudaExecutable(CompiledGraph, Executable):
         return CompiledGraph.capabilities(self)
 
     def memory_plans(self) -> list:
-        """The MemoryPlan of each plan that uses an arena, or []."""
-        return [p.memory for p in self._pool.plans() if p.memory]
+        """The MemoryPlan of each plan that uses an arena (the weight-only prefix's
+        last), or []."""
+        return [p.memory for p in self._all_plans() if p.memory]
 
     def kernel_sources(self) -> dict:
         out = {}
-        for plan in self._pool.plans():
+        for plan in self._all_plans():
             out.update(plan.kernel_sources())
         return out
