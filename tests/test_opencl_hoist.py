@@ -95,7 +95,7 @@ def attention_block():
     h = g.mul(x, g.activation("Exp", gain))
     q, k, v = (g.matmul(h, g.transpose(w, (1, 0))) for w in (wq, wk, wv))
     att = g.softmax(g.matmul(q, g.transpose(k, (1, 0))), -1)
-    g.set_outputs([g.add(g.matmul(att, v), x)])
+    g.set_outputs([g.add(g.matmul(att, v), x), g.transpose(wv, (1, 0))])  # one weight-only
     return g
 
 
@@ -105,14 +105,17 @@ def test_attention_results_equal_with_and_without_hoisting():
     params["gain"] = (RNG.standard_normal(8) * 0.1).astype(F)
     on, off = compiled(g, params), compiled(g, params, hoist=False)
     assert on.hoisted is not None and off.hoisted is None
+
+    def same(x):
+        for a, b in zip(on.run({"x": x}), off.run({"x": x}), strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
     for _ in range(2):
-        x = RNG.standard_normal((4, 8)).astype(F)
-        np.testing.assert_allclose(on.run({"x": x})[0], off.run({"x": x})[0],
-                                   rtol=1e-5, atol=1e-5)
+        same(RNG.standard_normal((4, 8)).astype(F))
     assert on.hoisted.runs == 1
     for exe in (on, off):
-        exe.set_param("wk", params["wk"] * F(0.5))
-    np.testing.assert_allclose(on.run({"x": x})[0], off.run({"x": x})[0],
-                               rtol=1e-5, atol=1e-5)
+        exe.set_param("wv", params["wv"] * F(0.5))
+    same(RNG.standard_normal((4, 8)).astype(F))
     assert on.hoisted.runs == 2
+    np.testing.assert_array_equal(on.run({"x": RNG.standard_normal((4, 8)).astype(F)})[1],
+                                  (params["wv"] * F(0.5)).T)
     assert len(on.memory_plans()) == 2        # the per-run plan's and the prefix's
