@@ -1,22 +1,21 @@
 """A compiled CUDA graph: a plan of Steps over preallocated, flat device buffers.
 
-Planning happens once per set of input shapes. Every intermediate gets a device buffer,
-reused by liveness (a buffer whose last reader has run goes to the next node of the same
-dtype and element count); outputs keep their own. A run uploads each input once, runs
-every step on device-resident arrays, reads the error word (only when some kernel can
-fail) and downloads each output once. Constants are uploaded once, params at
+Planning happens once per set of input shapes. With the memory plan off, every
+intermediate gets a device buffer, reused by liveness (a buffer whose last reader has run
+goes to the next node of the same dtype and element count); outputs keep their own. A
+run uploads each input once, runs every step on device-resident arrays, reads the error
+word (only when some kernel can fail) and downloads each output once. Constants are uploaded once, params at
 ``set_param``. Control flow drives its compiled bodies (``SubPlan``) from the host. A
 plan (buffers, error word, bodies) serves one run at a time: concurrent runs each get one
 from the executable's ``PlanPool``.
 
 With the memory plan on (the default; ``CompileOptions.memory_plan``), a top-level plan's
 intermediates are views of one device array (the arena) at the offsets
-``passes/memory_plan.py`` gives them: a byte slice viewed as the tensor's device dtype.
-Offsets are aligned to the larger of CUDA's allocation alignment (256 bytes, what every
-kernel's vector loads may assume of a fresh array) and ``CompileOptions.arena_alignment``.
-No views of other tensors (a Reshape still runs its copy). Outputs, the results of
-control flow (fresh arrays from their bodies) and the bodies' own tensors keep buffers of
-their own.
+``passes/memory_plan.py`` gives them (``memory.py``: a byte slice viewed as the tensor's
+device dtype, offsets aligned to 256 bytes or ``CompileOptions.arena_alignment``). No
+views of other tensors (a Reshape still runs its copy). Outputs, the results of control
+flow (fresh arrays from their bodies) and the bodies' own tensors keep buffers of their
+own.
 
 The weight-only prefix of the graph (``split_param_invariant``, ``backends/hoist.py``)
 runs once per params snapshot in a plan of its own; its results (device copies of that
@@ -39,12 +38,12 @@ from ...runtime.options import CompileOptions
 from ..base import Executable
 from ..hoist import HoistedPrefix, split_for
 from ..planning import PlanPool, specialize
-from .device import ERR_CLEAR, copy_device, device_dtype
+from .device import ERR_CLEAR, copy_device
 from .ew_render import ERROR_TEXT
 from .lowering import LOWERINGS, ErrorWord, LowerCtx, load_families
+from .memory import arena_buffers
 
 _LEAVES = ("Input", "Param", "Constant")
-CUDA_ALIGNMENT = 256        # cudaMalloc's alignment: the arena's offsets keep it
 
 
 class CudaRunError(RuntimeError):
@@ -83,7 +82,7 @@ class Plan:
         self.fresh_outputs = fresh_outputs
         # bodies (fresh_outputs) keep a buffer per tensor: their drivers rebind them
         self.use_arena = not fresh_outputs and getattr(options, "memory_plan", True)
-        self.alignment = max(CUDA_ALIGNMENT, getattr(options, "arena_alignment", 64))
+        self.alignment = getattr(options, "arena_alignment", 64)
         self.memory = self.arena = None     # the MemoryPlan and its device array, when used
         self.err = ErrorWord()
         self.steps = lower_graph(graph, options, self.err,
@@ -98,32 +97,6 @@ class Plan:
 
     def kernel_sources(self) -> dict:
         return {ln.kernel.name: ln.kernel.source for ln in self.launches()}
-
-    def _arena_buffers(self) -> dict:
-        """The memory plan's slots as dtype views of one uint8 device array; outputs and
-        control-flow results (``outside``) as before."""
-        from ...passes.memory_plan import plan_memory
-
-        returns = {node.id for node, step in self.steps if step.returns}
-        mp = plan_memory(self.graph, [node for node, _ in self.steps], returns,
-                         alignment=self.alignment, views=False)
-        buffers = {}
-        for i in mp.outside:
-            if i not in returns:
-                node = self.graph.nodes[i]
-                buffers[i] = self.device.empty(node.shape.numel, node.shape.dtype)
-        if mp.slots:
-            self.arena = self.device.cuda.device_array(max(mp.arena_bytes, 1), np.uint8)
-        for i, slot in mp.slots.items():
-            shape = self.graph.nodes[i].shape
-            dt = device_dtype(shape.dtype)
-            nbytes = shape.numel * dt.itemsize      # the slot's size is rounded up
-            if not nbytes or nbytes > slot.nbytes:  # empty (no kernel touches it), or
-                buffers[i] = self.device.empty(shape.numel, shape.dtype)   # packed
-                continue
-            buffers[i] = self.arena[slot.offset:slot.offset + nbytes].view(dt)
-        self.memory = mp
-        return buffers
 
     def _assign_buffers(self) -> dict:
         """Node id → (dtype, numel) slot; dead slots are reused by later nodes (the memory
@@ -154,7 +127,11 @@ class Plan:
                 host = np.asarray(get("Constant").reference(RefCtx(n.attrs, n.shape)))
                 self._host_const[n.id] = host
                 env[n.id] = self.device.upload(host, n.shape.dtype)
-        self.buffers = self._arena_buffers() if self.use_arena else self._assign_buffers()
+        if self.use_arena:
+            self.memory, self.arena, self.buffers = arena_buffers(
+                self.graph, self.steps, self.device, self.alignment)
+        else:
+            self.buffers = self._assign_buffers()
         for i, b in self.buffers.items():
             env[i] = b
         self._template = env
