@@ -4,10 +4,10 @@ Planning happens once per set of input shapes. With the memory plan off, every
 intermediate gets a device buffer, reused by liveness (a buffer whose last reader has run
 goes to the next node of the same dtype and element count); outputs keep their own. A
 run uploads each input once, runs every step on device-resident arrays, reads the error
-word (only when some kernel can fail) and downloads each output once. Constants are uploaded once, params at
-``set_param``. Control flow drives its compiled bodies (``SubPlan``) from the host. A
-plan (buffers, error word, bodies) serves one run at a time: concurrent runs each get one
-from the executable's ``PlanPool``.
+word (only when some kernel can fail) and downloads each output once. Constants are
+uploaded once, params at ``set_param``. Control flow drives its compiled bodies
+(``SubPlan``) from the host. A plan (buffers, error word, bodies) serves one run at a
+time: concurrent runs each get one from the executable's ``PlanPool``.
 
 With the memory plan on (the default; ``CompileOptions.memory_plan``), a top-level plan's
 intermediates are views of one device array (the arena) at the offsets
