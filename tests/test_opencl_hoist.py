@@ -119,3 +119,20 @@ def test_attention_results_equal_with_and_without_hoisting():
     np.testing.assert_array_equal(on.run({"x": RNG.standard_normal((4, 8)).astype(F)})[1],
                                   (params["wv"] * F(0.5)).T)
     assert len(on.memory_plans()) == 2        # the per-run plan's and the prefix's
+
+
+def test_a_dynamic_batch_shares_one_prefix():
+    """Plans per batch size (PlanPool keys) all read the same prepared tensors."""
+    from rlx_ref.ir.shape import Dyn
+
+    g = rlx_ref.Graph("dyn")
+    x, w = g.input("x", [Dyn(0), 3]), g.param("w", [4, 3])
+    g.set_outputs([g.matmul(x, g.transpose(g.activation("Exp", w), (1, 0)))])
+    w_val = values("w")["w"]
+    exe = compiled(g, {"w": w_val})
+    assert exe.hoisted is not None
+    for rows in (2, 5, 2):
+        xv = RNG.standard_normal((rows, 3)).astype(F)
+        np.testing.assert_allclose(exe.run({"x": xv})[0], xv @ np.exp(w_val).T,
+                                   rtol=1e-5, atol=1e-6)
+    assert exe.hoisted.runs == 1 and len(exe._pool.plans()) == 2
