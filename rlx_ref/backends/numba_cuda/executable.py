@@ -1,16 +1,30 @@
 """A compiled CUDA graph: a plan of Steps over preallocated, flat device buffers.
 
-Planning happens once per set of input shapes. Every intermediate gets a device buffer,
-reused by liveness (a buffer whose last reader has run goes to the next node of the same
-dtype and element count); outputs keep their own. A run uploads each input once, runs
-every step on device-resident arrays, reads the error word (only when some kernel can
-fail) and downloads each output once. Constants are uploaded once, params at
-``set_param``. Control flow drives its compiled bodies (``SubPlan``) from the host. A
-plan (buffers, error word, bodies) serves one run at a time: concurrent runs each get one
-from the executable's ``PlanPool``.
+Planning happens once per set of input shapes. With the memory plan off, every
+intermediate gets a device buffer, reused by liveness (a buffer whose last reader has run
+goes to the next node of the same dtype and element count); outputs keep their own. A
+run uploads each input once, runs every step on device-resident arrays, reads the error
+word (only when some kernel can fail) and downloads each output once. Constants are
+uploaded once, params at ``set_param``. Control flow drives its compiled bodies
+(``SubPlan``) from the host. A plan (buffers, error word, bodies) serves one run at a
+time: concurrent runs each get one from the executable's ``PlanPool``.
+
+With the memory plan on (the default; ``CompileOptions.memory_plan``), a top-level plan's
+intermediates are views of one device array (the arena) at the offsets
+``passes/memory_plan.py`` gives them (``memory.py``: a byte slice viewed as the tensor's
+device dtype, offsets aligned to 256 bytes or ``CompileOptions.arena_alignment``). No
+views of other tensors (a Reshape still runs its copy). Outputs, the results of control
+flow (fresh arrays from their bodies) and the bodies' own tensors keep buffers of their
+own.
+
+The weight-only prefix of the graph (``split_param_invariant``, ``backends/hoist.py``)
+runs once per params snapshot in a plan of its own; its results (device copies of that
+plan's outputs, which its next run overwrites) are bound to the per-run plans' Inputs as
+params are: no transfer per run.
 """
 from __future__ import annotations
 
+import threading
 from operator import itemgetter
 
 import numpy as np
@@ -20,11 +34,14 @@ from ...ir.graph import Graph
 from ...ir.shape import Dyn
 from ...ops.opdef import RefCtx, get
 from ...runtime.session import CompiledGraph
+from ...runtime.options import CompileOptions
 from ..base import Executable
+from ..hoist import HoistedPrefix, split_for
 from ..planning import PlanPool, specialize
 from .device import ERR_CLEAR, copy_device
 from .ew_render import ERROR_TEXT
 from .lowering import LOWERINGS, ErrorWord, LowerCtx, load_families
+from .memory import arena_buffers
 
 _LEAVES = ("Input", "Param", "Constant")
 
@@ -63,6 +80,10 @@ class Plan:
     def __init__(self, graph: Graph, device, options=None, fresh_outputs: bool = False):
         self.graph, self.device, self.options = graph, device, options
         self.fresh_outputs = fresh_outputs
+        # bodies (fresh_outputs) keep a buffer per tensor: their drivers rebind them
+        self.use_arena = not fresh_outputs and getattr(options, "memory_plan", True)
+        self.alignment = getattr(options, "arena_alignment", 64)
+        self.memory = self.arena = None     # the MemoryPlan and its device array, when used
         self.err = ErrorWord()
         self.steps = lower_graph(graph, options, self.err,
                                  lambda body: SubPlan(body, device, options))
@@ -78,7 +99,8 @@ class Plan:
         return {ln.kernel.name: ln.kernel.source for ln in self.launches()}
 
     def _assign_buffers(self) -> dict:
-        """Node id → (dtype, numel) slot; dead slots are reused by later nodes."""
+        """Node id → (dtype, numel) slot; dead slots are reused by later nodes (the memory
+        plan off, and bodies)."""
         keep = set(self.outputs)
         ins = [tuple(node.inputs) for node, _ in self.steps]
         frees = hotpaths.core.last_uses(len(self.steps), ins, keep)
@@ -105,7 +127,11 @@ class Plan:
                 host = np.asarray(get("Constant").reference(RefCtx(n.attrs, n.shape)))
                 self._host_const[n.id] = host
                 env[n.id] = self.device.upload(host, n.shape.dtype)
-        self.buffers = self._assign_buffers()
+        if self.use_arena:
+            self.memory, self.arena, self.buffers = arena_buffers(
+                self.graph, self.steps, self.device, self.alignment)
+        else:
+            self.buffers = self._assign_buffers()
         for i, b in self.buffers.items():
             env[i] = b
         self._template = env
@@ -157,7 +183,8 @@ class Plan:
             self._prepare()
         env = self._template.copy()
         for i, name, dt in self._inputs:
-            env[i] = self.device.upload(inputs[name], dt)
+            value = inputs[name]            # a prepared tensor is bound as it is
+            env[i] = value if _on_device(value) else self.device.upload(value, dt)
         for i, name in self._params:
             env[i] = params[name]
         return env
@@ -170,13 +197,21 @@ class Plan:
         by_name = {i: name for i, name, _ in self._inputs}
         for o in self.outputs:
             node = nodes[o]
-            if o in by_name:                         # the caller's own array, copied
+            if o in by_name and _on_device(inputs[by_name[o]]):     # a prepared tensor
+                outs.append(self.device.download(inputs[by_name[o]], node.shape.dtype,
+                                                 node.shape.dims))
+            elif o in by_name:                       # the caller's own array, copied
                 outs.append(np.array(inputs[by_name[o]], node.shape.dtype.np))
             elif o in self._host_const:
                 outs.append(self._host_const[o].astype(node.shape.dtype.np, copy=True))
             else:
                 outs.append(self.device.download(env[o], node.shape.dtype, node.shape.dims))
         return outs
+
+
+def _on_device(value) -> bool:
+    """Whether ``value`` is a device array (numba's, or the simulator's)."""
+    return hasattr(value, "copy_to_host")
 
 
 def _getter(ids):
@@ -228,10 +263,18 @@ class CudaExecutable(CompiledGraph, Executable):
         self.device = label
         self.gpu = device
         self.options = options
+        # the weight-only prefix runs once per params (a plan of its own); the rest per run
+        split = split_for(graph, CompileOptions.coerce(options))
+        self.hoisted, self._prep_plan, run_graph = None, None, graph
+        if split is not None:
+            self._prep_plan = Plan(split.prepare, device, options)
+            self._prep_lock = threading.Lock()
+            self.hoisted = HoistedPrefix(split, self._prepare)
+            run_graph = split.main
         self._pool = PlanPool(
-            lambda key: Plan(specialize(graph, dict(key)), device, options))
-        if not any(isinstance(d, Dyn) for n in graph.nodes for d in n.shape.dims):
-            self._pool.add((), Plan(graph, device, options))
+            lambda key: Plan(specialize(run_graph, dict(key)), device, options))
+        if not any(isinstance(d, Dyn) for n in run_graph.nodes for d in n.shape.dims):
+            self._pool.add((), Plan(run_graph, device, options))
 
     @property
     def _plans(self) -> dict:
@@ -243,9 +286,22 @@ class CudaExecutable(CompiledGraph, Executable):
         with self.gpu.active():
             return self.gpu.upload(arr, self._params_decl[name].dtype)
 
+    def _prepare(self, params: dict) -> list:
+        """The weight-only prefix's results for ``params``: device arrays of their own."""
+        with self._prep_lock:
+            plan = self._prep_plan
+            env = plan.bind({}, params)
+            plan.execute(env)
+            return [copy_device(env[o]) for o in plan.outputs]
+
+    def _all_plans(self) -> list:
+        return self._pool.plans() + ([self._prep_plan] if self._prep_plan else [])
+
     def _execute(self, inputs: dict, params: dict, bindings: dict) -> list:
         key = tuple(sorted(bindings.items()))
         with self.gpu.active():
+            if self.hoisted is not None:
+                inputs = {**inputs, **self.hoisted.feeds(params)}
             plan = self._pool.acquire(key)
             try:
                 return plan.run(inputs, params)
@@ -256,8 +312,13 @@ class CudaExecutable(CompiledGraph, Executable):
         # gpu_handles stays off: outputs come back as host arrays
         return CompiledGraph.capabilities(self)
 
+    def memory_plans(self) -> list:
+        """The MemoryPlan of each plan that uses an arena (the weight-only prefix's
+        last), or []."""
+        return [p.memory for p in self._all_plans() if p.memory]
+
     def kernel_sources(self) -> dict:
         out = {}
-        for plan in self._pool.plans():
+        for plan in self._all_plans():
             out.update(plan.kernel_sources())
         return out

@@ -15,6 +15,12 @@ buffers of their own. An arena larger than the device's largest buffer falls bac
 buffer per tensor, shared by liveness as without the plan. Control-flow bodies keep
 buffers per tensor (their drivers copy into and out of them).
 
+The weight-only prefix of the graph (``split_param_invariant``, ``backends/hoist.py``)
+runs once per params snapshot in a plan of its own; its results stay on the device
+(copied out of that plan's buffers, so a later prepare cannot overwrite them) and the
+per-run plans take them as Inputs bound like params: copied device to device when the
+snapshot changes, never uploaded from the host.
+
 A plan (buffers, bound kernels, error word, queue) serves one run at a time: concurrent
 runs each get one from the executable's ``PlanPool``; the first plan uses the device's
 shared queue, each further one a queue of its own, so runs neither wait for nor read each
@@ -22,13 +28,17 @@ other's work.
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from ...ir.graph import Graph
 from ...ir.shape import Dyn
 from ...ops.opdef import RefCtx, get
 from ...runtime.session import CompiledGraph
+from ...runtime.options import CompileOptions
 from ..base import Executable
+from ..hoist import HoistedPrefix, split_for
 from ..planning import PlanPool, assign_buffers, contiguous, planning, specialize
 from .. import variants
 from . import memory
@@ -91,6 +101,7 @@ class Plan:
         self.params = [n for n in graph.nodes if n.kind == "Param"]
         self._launchers = None
         self._loaded_params = None     # the params snapshot on the device (held: no id reuse)
+        self._resident = {}            # Input id -> the DevArray last copied in (held)
 
     def _lower(self, graph: Graph, rt, options) -> None:
         """Lower every node to a step (constants uploaded once)."""
@@ -148,10 +159,17 @@ class Plan:
 
     def load(self, feeds: dict, params: dict) -> None:
         """Upload inputs (by name), and params unless this plan already holds this
-        snapshot of them (set_param makes a new one: params cross the bus once)."""
+        snapshot of them (set_param makes a new one: params cross the bus once). An input
+        fed as a DevArray (a prepared tensor) is copied on the device, and only when it
+        is not the one this plan copied last."""
         q = self.rt.queue
         for n in self.inputs:
-            self.env[n.id].set(q, feeds[n.attrs.name])
+            value = feeds[n.attrs.name]
+            if not isinstance(value, memory.DevArray):
+                self.env[n.id].set(q, value)
+            elif self._resident.get(n.id) is not value:
+                self.env[n.id].copy_from(q, value)
+                self._resident[n.id] = value
         if params is self._loaded_params:
             return
         self._loaded_params = params
@@ -238,9 +256,21 @@ class OpenCLExecutable(CompiledGraph, Executable):
         self.device_info = device_info
         self.options = options
         self._context, self._queue = context, queue
+        # the weight-only prefix runs once per params (a plan of its own); the rest per run
+        split = split_for(graph, CompileOptions.coerce(options))
+        self.hoisted, self._prep_plan, self._run_graph = None, None, graph
+        if split is not None:
+            import pyopencl as cl
+
+            self._prep_plan = self._new_plan(split.prepare, cl.CommandQueue(context,
+                                                                            queue.device))
+            self._prep_lock = threading.Lock()
+            self.hoisted = HoistedPrefix(split, self._prepare)
+            self._run_graph = split.main
         self._pool = PlanPool(self._build_plan)
-        if not any(isinstance(d, Dyn) for n in graph.nodes for d in n.shape.dims):
-            self._pool.add((), self._new_plan(graph, queue))
+        run_graph = self._run_graph
+        if not any(isinstance(d, Dyn) for n in run_graph.nodes for d in n.shape.dims):
+            self._pool.add((), self._new_plan(run_graph, queue))
 
     @property
     def _plans(self) -> dict:
@@ -254,19 +284,40 @@ class OpenCLExecutable(CompiledGraph, Executable):
 
         queue = self._queue if key not in self._pool.first else \
             cl.CommandQueue(self._context, self._queue.device)
-        return self._new_plan(specialize(self.graph, dict(key)), queue)
+        return self._new_plan(specialize(self._run_graph, dict(key)), queue)
 
     def _new_plan(self, graph: Graph, queue) -> Plan:
         plan = Plan(graph, Runtime(self.device_info, self._context, queue), self.options)
         plan.finalize()
         return plan
 
+    def _prepare(self, params: dict) -> list:
+        """The weight-only prefix's results for ``params``: DevArrays of their own."""
+        with self._prep_lock:
+            plan = self._prep_plan
+            plan.load({}, params)
+            plan.enqueue()
+            q, outs = plan.rt.queue, []
+            for o in plan.outputs:
+                src = plan.env[o]
+                outs.append(memory.empty(self._context, src.shape, src.dtype))
+                outs[-1].copy_from(q, src)
+            err = plan.rt.errors.read_async()
+            q.finish()
+            plan.rt.errors.check(err)
+            return outs
+
     def _execute(self, inputs: dict, params: dict, bindings: dict) -> list:
+        if self.hoisted is not None:
+            inputs = {**inputs, **self.hoisted.feeds(params)}
         return self._pool.run(tuple(sorted(bindings.items())), inputs, params)
 
     def variants_run(self) -> list:
         """The kernel variants (``opencl:...``) of the runs so far, sorted."""
-        return sorted(self._pool.ran)
+        ran = set(self._pool.ran)
+        if self.hoisted is not None and self.hoisted.runs:
+            ran |= self._prep_plan.variants
+        return sorted(ran)
 
     def rerun(self) -> None:
         """Run again on the inputs already on the device and wait (no transfers): what a
@@ -280,13 +331,17 @@ class OpenCLExecutable(CompiledGraph, Executable):
         plan.rt.queue.finish()
         plan.rt.errors.check()
 
+    def _all_plans(self) -> list:
+        return self._pool.plans() + ([self._prep_plan] if self._prep_plan else [])
+
     def memory_plans(self) -> list:
-        """The MemoryPlan of each plan that uses an arena, or []."""
-        return [p.memory for p in self._pool.plans() if p.memory]
+        """The MemoryPlan of each plan that uses an arena (the weight-only prefix's
+        last), or []."""
+        return [p.memory for p in self._all_plans() if p.memory]
 
     def kernel_sources(self) -> dict:
         out = {}
-        for plan in self._pool.plans():
+        for plan in self._all_plans():
             out.update(plan.kernel_sources())
         return out
 
