@@ -175,3 +175,17 @@ def test_writers_racing_on_one_function_never_cross_signatures(tmp_path):
     fresh = kc.CheckedCacheFile(str(tmp_path), "f-1.py", "stamp")
     assert fresh.load(("sig-f64", "magic")) == {"code": "f64"}
     assert fresh.load(("sig-f32", "magic")) in (None, {"code": "f32"})   # lost, never crossed
+
+
+def test_entries_in_the_older_numbered_layout_are_recompiled(tmp_path):
+    """An index from before data files were named by key may map a signature to another
+    signature's numbered file ("can't unbox array"): such entries are misses."""
+    f = kc.CheckedCacheFile(str(tmp_path), "g-1.py", "stamp")
+    f.save(("sig-f64", "magic"), {"code": "f64"})
+    numbered = f._data_name(1)                   # Numba's own name: base.1.nbc
+    f._save_data(numbered, {"code": "f64"})
+    f._save_index({("sig-f32", "magic"): numbered,
+                   ("sig-f64", "magic"): f._entry_name(("sig-f64", "magic"))})
+    fresh = kc.CheckedCacheFile(str(tmp_path), "g-1.py", "stamp")
+    assert fresh.load(("sig-f32", "magic")) is None
+    assert fresh.load(("sig-f64", "magic")) == {"code": "f64"}

@@ -106,7 +106,16 @@ class CheckedCacheFile(caching.IndexDataCacheFile):
         except Exception as e:  # noqa: BLE001 - any unreadable index is a damaged entry
             self.discard(self._index_path, e)
             return {}
-        return overloads if stamp == self._source_stamp else {}
+        if stamp != self._source_stamp:
+            return {}
+        # an entry whose data file is not named by its key was written in the older
+        # numbered layout, where racing writers could cross signatures: recompile it
+        return {k: v for k, v in overloads.items() if v == self._entry_name(k)}
+
+    def _entry_name(self, key) -> str:
+        """The data file of ``key``: named by its hash (see ``save``)."""
+        digest = hashlib.sha256(str(key).encode()).hexdigest()[:20]
+        return f"{self._index_name[:-len('.nbi')]}.{digest}.nbc"      # numba: base.N.nbc
 
     def save(self, key, data):
         """Save ``data`` in a file named by ``key``'s hash, then index it.
@@ -117,8 +126,7 @@ class CheckedCacheFile(caching.IndexDataCacheFile):
         key, two signatures never share a file; a racing index write can only drop an
         entry (a cache miss: that signature compiles again). The data is written first, so
         an index entry never names a file that is not yet whole."""
-        digest = hashlib.sha256(str(key).encode()).hexdigest()[:20]
-        name = f"{self._index_name[:-len('.nbi')]}.{digest}.nbc"     # numba: base.N.nbc
+        name = self._entry_name(key)
         self._save_data(name, data)
         overloads = self._load_index()
         if overloads.get(key) != name:
