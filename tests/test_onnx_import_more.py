@@ -5,29 +5,13 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx import TensorProto, helper  # noqa: E402
 
-import rlx_ref  # noqa: E402
+from _onnx_build import model as _model, run as _run  # noqa: E402
 from rlx_ref.onnx import OnnxImportError, load_with_params  # noqa: E402
 
 F, I8, U8, I64 = TensorProto.FLOAT, TensorProto.INT8, TensorProto.UINT8, TensorProto.INT64
 RNG = np.random.default_rng(23)
-
-
-def _model(nodes, inputs, outputs, inits=(), opset=21):
-    g = helper.make_graph(nodes, "m", [helper.make_tensor_value_info(n, t, s)
-                                       for n, t, s in inputs],
-                          [helper.make_tensor_value_info(n, t, None) for n, t in outputs],
-                          initializer=[numpy_helper.from_array(a, n) for n, a in inits])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 10
-    return m
-
-
-def _run(model, feeds, static=None):
-    graph, params = load_with_params(model, static_inputs=static)
-    names = [n.attrs.name for n in graph.input_nodes()]
-    return rlx_ref.interpret(graph, {k: feeds[k] for k in names}, params)
 
 
 def _x(*shape):
