@@ -72,7 +72,11 @@ def main():
         if a.only and name not in a.only.split(","):
             continue
         graph, feeds, peers = build()
-        times = {s: timeit(fn, a.budget) for s, fn in runners(graph, feeds, peers).items()}
+        times = {}
+        for s, fn in runners(graph, feeds, peers).items():
+            if s == "numba-cpu":
+                fn()            # compiles the kernels: a cold cache is not the budget's test
+            times[s] = timeit(fn, a.budget)
         rows[name], targets[name] = times, target
         shown = "  ".join(f"{s} {t * 1e3:.2f}ms" if t else f"{s} –" for s, t in times.items())
         print(f"{name:<34} {shown}", flush=True)
