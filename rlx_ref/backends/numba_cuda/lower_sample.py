@@ -15,6 +15,7 @@ import numpy as np
 from ...ir.dtype import DType
 from ...ops import _philox
 from ...ops._sample_row import clamp_temperature, sample_seed
+from ..codegen.literal import py_float
 from .device import import_cuda, launch_shape
 from .kernels import Launch, array_type, compile_kernel, int_type
 from .lower_random import _IMPORT
@@ -22,7 +23,7 @@ from .lower_reduce import _render
 from .lower_sort import LineSort
 from .lowering import Step, lowers
 
-_TINY = repr(float(_philox.F32_MIN_POSITIVE))
+_TINY = py_float(_philox.F32_MIN_POSITIVE)
 _RENORM = '''
         s = np.float32(0.0)
         for k in range(v):
