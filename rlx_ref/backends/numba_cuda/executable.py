@@ -34,7 +34,6 @@ from ...ir.graph import Graph
 from ...ir.shape import Dyn
 from ...ops.opdef import RefCtx, get
 from ...runtime.session import CompiledGraph
-from ...runtime.options import CompileOptions
 from ..base import Executable
 from ..hoist import HoistedPrefix
 from ..planning import PlanPool, specialize
