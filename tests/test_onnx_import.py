@@ -5,9 +5,10 @@ import pytest
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx import TensorProto, helper  # noqa: E402
 
 import rlx_ref  # noqa: E402
+from _onnx_build import model  # noqa: E402
 from rlx_ref.onnx import OnnxImportError, load, load_with_params  # noqa: E402
 
 F = TensorProto.FLOAT
@@ -15,13 +16,7 @@ RNG = np.random.default_rng(17)
 
 
 def _model(nodes, inputs, outputs, inits=(), opset=18):
-    g = helper.make_graph(nodes, "m", [helper.make_tensor_value_info(n, t, s)
-                                       for n, t, s in inputs],
-                          [helper.make_tensor_value_info(n, t, None) for n, t in outputs],
-                          initializer=[numpy_helper.from_array(a, n) for n, a in inits])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 9
-    return m
+    return model(nodes, inputs, outputs, inits, opset=opset, ir_version=9)
 
 
 def _agree(model, feeds, rtol=1e-5, atol=1e-6):
